@@ -1,0 +1,52 @@
+"""The console script: exit codes, messages, and that `vulnerable` prints the records V_k ranks highest."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from achilles import cli
+from achilles.data import load_adult, Schema
+from achilles.distance import vulnerability_scores
+
+
+@pytest.fixture
+def small_csv(tmp_path):
+    p = tmp_path / "t.csv"
+    load_adult().iloc[:400].to_csv(p, index=False)
+    return p
+
+
+def test_vulnerable_matches_library(small_csv, capsys, tmp_path):
+    out = tmp_path / "top.csv"
+    assert cli.main(["vulnerable", "--csv", str(small_csv), "--k", "4", "--top", "7", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "7 most vulnerable of 400 records" in printed
+    df = pd.read_csv(small_csv)
+    schema = Schema.from_dataframe(df)
+    v = vulnerability_scores(df, schema, k=4)
+    table = pd.read_csv(out)
+    assert np.allclose(np.sort(v)[::-1][:7], table["V_4"].to_numpy())
+    assert set(table["record"]) <= set(np.argsort(-v, kind="stable")[:10])
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["vulnerable", "--dataset", "mnist"], "not a known dataset"),
+    (["vulnerable", "--k", "0"], "--k must be >= 1"),
+    (["vulnerable", "--csv", "/nonexistent.csv"], "does not exist"),
+])
+def test_errors_exit_2_with_message(argv, msg, capsys):
+    assert cli.main(argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_bench_rejects_unknown_options(monkeypatch, capsys):
+    calls = {}
+    def fake_bench(dataset="adult", n=None, verbose=True):
+        calls.update(dataset=dataset, n=n, verbose=verbose)
+        return {}
+    mod = type("M", (), {"fake": staticmethod(fake_bench)})
+    monkeypatch.setitem(cli.BENCHES, "distance", ("x", "fake"))
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: mod)
+    assert cli.main(["bench", "distance", "--n", "100", "--quiet"]) == 0
+    assert calls == dict(dataset="adult", n=100, verbose=False)
+    assert cli.main(["bench", "distance", "--n-shadow", "5"]) == 2
+    assert "does not take option(s) ['--n-shadow']" in capsys.readouterr().err
