@@ -92,3 +92,18 @@ def test_constant_and_unseen():
     assert e2.cont[:, 0].tolist() == [0.0, 0.0]  # constant column scales to 0 (clipped)
     with pytest.raises(ValueError, match="outside the schema's range"):
         encode(other, s, unseen="code", out_of_range="error")
+
+
+def test_category_dtype_paths_agree():
+    """A `category` column whose categories differ in order or content from the schema's gets the schema's codes."""
+    s = Schema.from_dataframe(pd.DataFrame({"c": ["a", "b", "c"]}))
+    plain = pd.DataFrame({"c": ["c", "a", "b", "c"]})
+    same = plain.astype({"c": pd.CategoricalDtype(["a", "b", "c"])})
+    reordered = plain.astype({"c": pd.CategoricalDtype(["c", "b", "a", "z"])})
+    want = [2, 0, 1, 2]
+    for df in (plain, same, reordered):
+        assert encode(df, s).cat[:, 0].tolist() == want
+    unseen = pd.DataFrame({"c": pd.Categorical(["z", "a"], categories=["z", "a"])})
+    with pytest.raises(ValueError, match="value 'z'"):
+        encode(unseen, s)
+    assert encode(unseen, s, unseen="code").cat[:, 0].tolist() == [-1, 0]
