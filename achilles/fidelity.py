@@ -161,11 +161,7 @@ def plot_association(real, synthetic, schema: Schema, bins: int = 10, ax=None, t
     return ax
 
 # %% ../nbs/03c_fidelity.ipynb #c7611a2d
-def _save(fig, name, config):
-    "Save through achilles.plotting.save_figure when it exists (the lead's helper); otherwise only display."
-    try: from achilles.plotting import save_figure
-    except ImportError: return None
-    return save_figure(fig, name, config)
+from .plotting import save_figure
 
 # %% ../nbs/03c_fidelity.ipynb #ad07c9f7
 def privbayes_sweep(df: pd.DataFrame, schema: Schema,
