@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from numba import njit, prange
 
-from .data import Encoded, Schema, encode, load_dataset
+from .data import Encoded, Schema, as_encoded, encode, load_dataset
 
 # %% auto #0
 __all__ = ['COSINE', 'MINKOWSKI', 'METRICS', 'Metric', 'get_metric', 'pairwise_distances', 'distances_to', 'knn',
@@ -232,19 +232,8 @@ class _Prepared:
         return np.ascontiguousarray(self.cat.T), np.ascontiguousarray(self.cont.T)
 
 def _as_encoded(X, schema, arg="X") -> Encoded:
-    "Encode a DataFrame with `schema`, or check an `Encoded`."
-    if isinstance(X, Encoded):
-        if X.cat.ndim != 2 or X.cont.ndim != 2 or X.cat.shape[0] != X.cont.shape[0]:
-            raise ValueError(f"{arg}: an Encoded needs 2-d cat and cont with the same number of rows, "
-                             f"got {X.cat.shape} and {X.cont.shape}")
-        if X.cont.size and not np.all(np.isfinite(X.cont)):
-            raise ValueError(f"{arg}: the continuous part has non-finite values")
-        return X
-    if isinstance(X, pd.DataFrame):
-        if not isinstance(schema, Schema):
-            raise TypeError(f"{arg} is a DataFrame, so schema must be a Schema, got {type(schema).__name__}")
-        return encode(X, schema)
-    raise TypeError(f"{arg} must be a pandas DataFrame (with a schema) or an Encoded table, got {type(X).__name__}")
+    "Encode a DataFrame with `schema`, or check an `Encoded` (see `achilles.data.as_encoded`)."
+    return as_encoded(X, schema, arg)
 
 def _code_dtype(max_code: int, n_cat: int):
     "The narrowest signed integer type holding the codes, -1 (unseen) and a count up to n_cat."

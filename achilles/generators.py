@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from .data import Schema, Encoded, encode, decode
+from .data import Schema, Encoded, as_encoded, encode, decode
 from .utils import check_rng, child_seeds
 
 # %% auto #0
@@ -26,27 +26,10 @@ def _check_n(n, name="n", minimum=0) -> int:
     return int(n)
 
 def check_encoded(enc, schema: Schema, name="enc") -> Encoded:
-    "Check that `enc` is a valid encoding of a table with `schema` (shapes, dtypes, codes in the domain, finite values)."
+    "Check that `enc` is an `Encoded` table of `schema` that a generator can fit: codes inside the domain (no -1), finite values."
     if not isinstance(enc, Encoded):
         raise TypeError(f"{name} must be an achilles.data.Encoded (see `encode`), got {type(enc).__name__}")
-    n_cat, n_cont = len(schema.categorical), len(schema.continuous)
-    if enc.cat.ndim != 2 or enc.cat.shape[1] != n_cat or enc.cont.ndim != 2 or enc.cont.shape[1] != n_cont:
-        raise ValueError(f"{name} has {enc.cat.shape[1:]} categorical and {enc.cont.shape[1:]} continuous columns; "
-                         f"the schema has {n_cat} and {n_cont}")
-    if n_cat and n_cont and enc.cat.shape[0] != enc.cont.shape[0]:
-        raise ValueError(f"{name}.cat has {enc.cat.shape[0]} rows but {name}.cont has {enc.cont.shape[0]}")
-    if n_cat:
-        if enc.cat.dtype != np.int32: raise TypeError(f"{name}.cat must be int32, got {enc.cat.dtype}")
-        lo, hi = enc.cat.min(axis=0, initial=0), enc.cat.max(axis=0, initial=0)
-        bad = np.flatnonzero((lo < 0) | (hi >= schema.cardinalities))
-        if bad.size:
-            j = int(bad[0]); col = schema.categorical[j]
-            raise ValueError(f"{name}: column {col!r} has codes in [{lo[j]}, {hi[j]}], outside its domain "
-                             f"[0, {schema.cardinalities[j] - 1}] (unseen values encoded as -1 cannot be fitted)")
-    if n_cont:
-        if enc.cont.dtype != np.float64: raise TypeError(f"{name}.cont must be float64, got {enc.cont.dtype}")
-        if not np.all(np.isfinite(enc.cont)): raise ValueError(f"{name}.cont has non-finite values")
-    return enc
+    return as_encoded(enc, schema, name, allow_unseen=False)
 
 # %% ../nbs/03_generators.ipynb #573bd1f9
 class Generator:

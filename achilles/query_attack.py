@@ -17,7 +17,7 @@ from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from .data import Encoded, Schema, encode, load_dataset
+from .data import Encoded, Schema, as_encoded, encode, load_dataset
 from .utils import RNGLike, check_rng, int_seed
 
 # %% auto #0
@@ -127,21 +127,8 @@ def _check_schema(schema) -> Schema:
     return schema
 
 def _as_encoded(data, schema: Schema, name: str = "synthetic") -> Encoded:
-    "A DataFrame encoded for counting queries, or a checked `Encoded` with contiguous int32/float64 arrays."
-    if isinstance(data, pd.DataFrame):
-        return encode(data, schema, unseen="code", out_of_range="keep")
-    if not isinstance(data, Encoded):
-        raise TypeError(f"{name} must be a pandas DataFrame or an achilles.data.Encoded, got {type(data).__name__}")
-    n_cat, n_cont = len(schema.categorical), len(schema.continuous)
-    cat, cont = np.asarray(data.cat), np.asarray(data.cont)
-    if cat.ndim != 2 or cont.ndim != 2 or cat.shape[1] != n_cat or cont.shape[1] != n_cont or cat.shape[0] != cont.shape[0]:
-        raise ValueError(f"{name} is an Encoded with cat {cat.shape} and cont {cont.shape}; the schema needs (n, {n_cat}) "
-                         f"categorical and (n, {n_cont}) continuous columns with the same n")
-    if not np.issubdtype(cat.dtype, np.integer):
-        raise TypeError(f"{name}.cat must hold integer codes, got dtype {cat.dtype}")
-    if cat.dtype != np.int32 or not cat.flags.c_contiguous or cont.dtype != np.float64 or not cont.flags.c_contiguous:
-        return Encoded(np.ascontiguousarray(cat, dtype=np.int32), np.ascontiguousarray(cont, dtype=np.float64))
-    return data
+    "A DataFrame encoded for counting queries (unseen values match nothing, no clipping), or a checked `Encoded`."
+    return as_encoded(data, schema, name, unseen="code", out_of_range="keep", check_domain=False)  # codes are only compared
 
 def _target_encoded(target, schema: Schema) -> Encoded:
     "The target record as a one-row Encoded (a DataFrame row, a Series or an Encoded)."

@@ -15,7 +15,7 @@ from numba import njit, prange
 from torch import nn
 from tqdm.auto import tqdm
 
-from .data import Encoded, Schema, encode, decode, load_dataset
+from .data import Encoded, Schema, as_encoded, encode, decode, load_dataset
 from .distance import distances_to
 from .query_attack import MembershipAttack
 from .utils import atomic_write, check_rng, int_seed
@@ -141,25 +141,9 @@ def _target_row(target, schema) -> np.ndarray:
 def _n_features(schema) -> int: return int(schema.cardinalities.sum()) + len(schema.continuous) + 2
 
 # %% ../nbs/06_target_attention.ipynb #f243420e
-def _check_encoded(enc, schema, what):
-    if not isinstance(enc, Encoded):
-        raise TypeError(f"{what} must be an achilles.data.Encoded or a DataFrame, got {type(enc).__name__}")
-    n_cat, n_cont = len(schema.categorical), len(schema.continuous)
-    if (enc.cat.ndim != 2 or enc.cont.ndim != 2 or enc.cat.shape[1] != n_cat or enc.cont.shape[1] != n_cont
-            or enc.cat.shape[0] != enc.cont.shape[0]):
-        raise ValueError(f"{what} has cat {enc.cat.shape} / cont {enc.cont.shape}; the schema needs (n, {n_cat}) categorical "
-                         f"and (n, {n_cont}) continuous columns with the same n")
-    if enc.cat.size and (enc.cat.min() < -1 or np.any(enc.cat.max(axis=0) >= schema.cardinalities)):
-        raise ValueError(f"{what} has categorical codes outside the schema's domains (allowed: -1 for unseen, "
-                         f"0..cardinality-1; got min {enc.cat.min()}, max {enc.cat.max()})")
-
 def _encoded(data, schema: Schema, what: str = "dataset") -> Encoded:
     "An `Encoded` table from an `Encoded` (checked against `schema`) or a DataFrame/Series (encoded like `MembershipAttack` does)."
-    if isinstance(data, pd.Series): data = pd.DataFrame([data.to_dict()])
-    if isinstance(data, pd.DataFrame):
-        data = encode(data, schema, unseen="error" if what == "target" else "code", out_of_range="keep")
-    _check_encoded(data, schema, what)
-    return data
+    return as_encoded(data, schema, what, unseen="error" if what == "target" else "code", out_of_range="keep")
 
 def preprocess_datasets(datasets: list,  # synthetic datasets: `Encoded` (with `schema`) or DataFrames
                         target,  # the target record: 1-row DataFrame or 1-row `Encoded`
