@@ -11,12 +11,6 @@ from achilles.game import (DatasetCache, ThreatModel, compact, dataset_key, expa
 
 
 @pytest.fixture(scope="module")
-def adult():
-    df = load_adult()
-    return df, Schema.from_dataframe(df)
-
-
-@pytest.fixture(scope="module")
 def small(adult):
     "2,000 Adult records, with 4 extra exact copies of record 0 (the target of most tests)."
     df, schema = adult

@@ -20,12 +20,6 @@ NAMES = ["identity", "independent", "baynet", "privbayes", "synthpop"]
 
 
 @pytest.fixture(scope="module")
-def adult():
-    df = load_adult()
-    return df, Schema.from_dataframe(df)
-
-
-@pytest.fixture(scope="module")
 def train(adult):
     df, schema = adult
     return df.sample(1000, random_state=0).reset_index(drop=True), schema
