@@ -1,7 +1,7 @@
 """Fixtures shared by the test files."""
 import pytest
 
-from achilles.data import Schema, load_adult
+from achilles.core.data import Schema, load_adult
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from achilles import cli
-from achilles.data import load_adult, Schema
+from achilles.core.data import load_adult, Schema
 from achilles.distance import vulnerability_scores
 
 
@@ -43,9 +43,8 @@ def test_bench_rejects_unknown_options(monkeypatch, capsys):
     def fake_bench(dataset="adult", n=None, verbose=True):
         calls.update(dataset=dataset, n=n, verbose=verbose)
         return {}
-    mod = type("M", (), {"fake": staticmethod(fake_bench)})
-    monkeypatch.setitem(cli.BENCHES, "distance", ("x", "fake"))
-    monkeypatch.setattr(cli.importlib, "import_module", lambda name: mod)
+    from achilles.perf import BENCHES
+    monkeypatch.setitem(BENCHES._entries["distance"], "factory", fake_bench)
     assert cli.main(["bench", "distance", "--n", "100", "--quiet"]) == 0
     assert calls == dict(dataset="adult", n=100, verbose=False)
     assert cli.main(["bench", "distance", "--n-shadow", "5"]) == 2

@@ -3,10 +3,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from achilles.data import (Schema, encode, decode, load_adult, load_uk_census, load_csv, census_path, parse_types,
-                           load_dataset, CENSUS_ENV)
+from achilles.core.data import Schema, encode, decode, load_adult, load_uk_census, load_csv, census_path, parse_types, load_dataset, CENSUS_ENV
 
-SHARED = census_path()
+DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"  # passed explicitly: the library never searches
+SHARED = census_path(DATA)
 
 
 def test_bundled_adult_equals_shared_raw_files(tmp_path):
@@ -35,7 +35,7 @@ def test_adult_encoding_roundtrip():
 
 @pytest.mark.skipif(SHARED is None, reason="census sample not available")
 def test_census_with_and_without_title_line(tmp_path):
-    df = load_uk_census()
+    df = load_uk_census(SHARED)
     assert df.shape == (50000, 17) and "Person ID" not in df.columns
     # the full ONS file has a title line above the header; write a small file in that layout (temporary, never committed)
     lines = open(SHARED, encoding="utf-8").read().splitlines()[:201]
@@ -44,6 +44,17 @@ def test_census_with_and_without_title_line(tmp_path):
     small = load_uk_census(p)
     assert small.shape == (200, 17)
     assert small.astype(str).equals(df.iloc[:200].astype(str).reset_index(drop=True))
+
+
+def test_census_path_never_searches(tmp_path, monkeypatch):
+    monkeypatch.delenv(CENSUS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shared" / "data" / "uk_census_2011").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "uk_census_2011" / "census2011_sample50k.csv").write_text("Person ID,Sex\n1,1\n")
+    assert census_path() is None  # a shared/ folder in the working directory is not looked at
+    assert census_path(tmp_path / "shared" / "data") is not None  # only when passed explicitly
+    with pytest.raises(FileNotFoundError, match=CENSUS_ENV):
+        load_dataset("census")
 
 
 def test_census_env_and_missing(tmp_path, monkeypatch):

@@ -3,9 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from achilles.data import Encoded, Schema, encode, load_adult
-from achilles.distance import (METRICS, Metric, MINKOWSKI, distances_to, knn, neighbour_distances,
-                               pairwise_distances, vulnerability_scores)
+from achilles.core.data import Encoded, Schema, encode, load_adult
+from achilles.distance import DISTANCES, Metric, MINKOWSKI, distances_to, knn, neighbour_distances, pairwise_distances, vulnerability_scores
 
 
 # ---------------------------------------------------------------- references (no achilles code) ------
@@ -38,7 +37,7 @@ def ref_pairwise(ex: Encoded, ey: Encoded, metric: str) -> np.ndarray:
     F = C + D
     H = onehot(np.concatenate([ex.cat, ey.cat]))
     hx, hy = H[: ex.n], H[ex.n:]
-    m = METRICS[metric]
+    m = DISTANCES[metric]
     out = np.zeros((ex.n, ey.n))
     if m.p == 0:
         out[:] = 1.0
@@ -71,7 +70,7 @@ SHAPES = [  # (n, cards, n_cont)
 ]
 
 
-@pytest.mark.parametrize("metric", sorted(METRICS))
+@pytest.mark.parametrize("metric", sorted(DISTANCES))
 @pytest.mark.parametrize("shape", SHAPES)
 def test_pairwise_matches_reference(metric, shape):
     n, cards, n_cont = shape
@@ -91,7 +90,7 @@ def test_pairwise_matches_reference(metric, shape):
     # duplicates (rows equal in codes and values) are at exactly 0
     same = (ex.cat[:, None, :] == ex.cat[None, :, :]).all(-1) & (ex.cont[:, None, :] == ex.cont[None, :, :]).all(-1)
     assert (D[same] == 0.0).all()
-    if METRICS[metric].family == MINKOWSKI:
+    if DISTANCES[metric].family == MINKOWSKI:
         assert (D[~same] > 0).all()  # Minkowski: zero only for identical records
 
 
@@ -101,7 +100,7 @@ def brute_knn_dist(D, k, self_exclude):
     return np.sort(D, axis=1)[:, :k]
 
 
-@pytest.mark.parametrize("metric", sorted(METRICS))
+@pytest.mark.parametrize("metric", sorted(DISTANCES))
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s[0] > 1])
 def test_knn_and_vk_match_bruteforce(metric, shape):
     n, cards, n_cont = shape

@@ -6,11 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import achilles.experiment as experiment
-from achilles.data import Schema, load_adult
+import achilles.experiments.runner as experiment
+from achilles.core.data import Schema, load_adult
 from achilles.distance import vulnerability_scores
-from achilles.experiment import (ATTACKS, PROFILES, attack_record, read_results, resolve_profile, run_attack_experiment)
-from achilles.game import ThreatModel, play_game
+from achilles.shadow import ATTACKS
+from achilles.experiments.runner import PROFILES, attack_record, resolve_profile, run_attack_experiment
+from achilles.core.results import read_results
+from achilles.shadow.game import ThreatModel, play_game
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import achilles.game as game
-from achilles.data import Encoded, Schema, load_adult
-from achilles.game import (DatasetCache, ThreatModel, compact, dataset_key, expand, matching_rows, plan_datasets,
-                           play_game, seed_child, seed_root, split_population)
+import achilles.shadow.game as game
+from achilles.core.data import Encoded, Schema, load_adult
+from achilles.shadow.game import DatasetCache, ThreatModel, compact, dataset_key, expand, matching_rows, plan_datasets, play_game, split_population
+from achilles.core.rng import seed_child, seed_root
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,11 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import mutual_info_score
 from scipy.stats.contingency import association
 
-from achilles.data import Schema, Column, Encoded, encode, load_adult
-from achilles.generators import (GENERATORS, Generator, make_generator, to_discrete, discrete_cardinalities, Identity,
-                                 IndependentMarginals)
-from achilles.baynet import (BayNet, PrivBayes, mi_sensitivity, _joint_counts, _mutual_information_batch,
-                             _ancestral_sample, _pack, _conditional)
-from achilles.synthpop import SynthPop
+from achilles.core.data import Schema, Column, Encoded, encode, load_adult
+from achilles.generators import GENERATORS, make_generator, to_discrete, discrete_cardinalities, Identity, IndependentMarginals
+from achilles.core.base import Generator
+from achilles.generators.baynet import BayNet, PrivBayes, mi_sensitivity, _joint_counts, _mutual_information_batch, _ancestral_sample, _pack, _conditional
+from achilles.generators.synthpop import SynthPop
 from achilles.fidelity import pairwise_tvd, marginal_tvd, cramers_v, fidelity, _pairwise_tvd, _cramers_v
 
 NAMES = ["identity", "independent", "baynet", "privbayes", "synthpop"]
@@ -409,7 +408,7 @@ def test_synthpop_values_come_from_training_leaves(train, engine):
 @pytest.mark.parametrize("seed", range(6))
 def test_numba_cart_matches_sklearn_regression(seed):
     from sklearn.tree import DecisionTreeRegressor
-    from achilles.synthpop import _cart_fit, _cart_apply, presort
+    from achilles.generators.synthpop import _cart_fit, _cart_apply, presort
     r = np.random.default_rng(seed)
     n = [400, 30, 9, 10, 200, 1][seed]
     F = r.random((n, 3)).astype(np.float32)
@@ -432,7 +431,7 @@ def test_numba_cart_matches_sklearn_regression(seed):
 
 
 def test_numba_cart_classification_is_a_valid_greedy_tree():
-    from achilles.synthpop import _cart_fit, _cart_apply, presort
+    from achilles.generators.synthpop import _cart_fit, _cart_apply, presort
     r = np.random.default_rng(0)
     F = np.asfortranarray(r.random((300, 2)), dtype=np.float32)
     y = (F[:, 0] > 0.3).astype(np.float64) + 2 * (F[:, 1] > 0.6)  # 4 classes, separable by two axis splits

@@ -2,12 +2,15 @@
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
-from achilles.data import Column, Encoded, Schema, encode
-from achilles.query_attack import (AttackResult, MembershipAttack, QueryAttack, match_masks, plot_roc, query_features,
-                                   query_features_batch, sample_subsets, subset_columns, tpr_at_fpr)
+from achilles.core.data import Column, Encoded, Schema, encode
+from achilles.core.results import RiskResult, plot_roc, tpr_at_fpr
+from achilles.core.base import MembershipAttack
+from achilles.shadow.query_attack import QueryAttack
+from achilles.queries import match_masks, query_features, query_features_batch, sample_subsets, subset_columns
 
 
 # --- random tables with many ties -----------------------------------------------------------------------------
@@ -208,7 +211,7 @@ def test_feature_extractor_hook():
 def test_bad_inputs_raise_clear_errors():
     tr, ytr, target, schema = game("ckc", 10, 20, 9)
     att = QueryAttack(target, schema, rng=0)
-    with pytest.raises(RuntimeError, match="not fitted"): att.predict_proba(tr)
+    with pytest.raises(NotFittedError, match="not fitted"): att.predict_proba(tr)
     with pytest.raises(ValueError, match="both IN"): att.fit(tr, np.ones(10, int))
     with pytest.raises(ValueError, match="0 \\(OUT\\) or 1 \\(IN\\)"): att.fit(tr, np.arange(10))
     with pytest.raises(ValueError, match="9 entries but there are 10"): att.fit(tr, ytr[:9])
@@ -234,7 +237,7 @@ def test_attack_result_matches_an_independent_roc():
     rng = np.random.default_rng(0)
     y = np.tile([1, 0], 200)
     s = rng.random(400) + 0.3 * y
-    r = AttackResult.from_scores(s, y)
+    r = RiskResult.from_scores(s, y)
     # AUC as the probability that an IN score beats an OUT score (ties count one half)
     d = s[y == 1][:, None] - s[y == 0][None, :]
     assert np.isclose(r.auc, (d > 0).mean() + 0.5 * (d == 0).mean())
@@ -242,8 +245,8 @@ def test_attack_result_matches_an_independent_roc():
     # TPR at 1% FPR: with 200 OUT scores, 1% FPR is exactly 2 false positives (a ROC point, no interpolation needed)
     thr = np.sort(s[y == 0])[::-1][2]  # the third highest OUT score: above it, exactly 2 OUT
     assert np.isclose(r.tpr_at_low_fpr, np.mean(s[y == 1] > thr))
-    assert set(r.to_dict()) == {"auc", "accuracy", "tpr_at_low_fpr", "fpr_level", "n_datasets", "n_in"}
-    assert all(isinstance(v, (int, float)) for v in r.to_dict().values())
+    assert {"auc", "accuracy", "tpr_at_low_fpr", "fpr_level", "n_datasets", "n_in"} <= set(r.to_row())
+    assert all(isinstance(v, (int, float, str)) for v in r.to_row().values())
     fpr, tpr, _ = r.roc_curve()
     assert tpr_at_fpr(fpr, tpr, 1.0) == 1.0 and tpr_at_fpr(fpr, tpr, 0.0) == tpr[fpr == 0].max()
     ax = plot_roc([r, r])

@@ -3,10 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from achilles.data import Schema, load_adult
+from achilles.core.data import Schema, load_adult
 from achilles.distance import vulnerability_scores
-from achilles.selectors import (SELECTORS, Selection, loglikelihood_scores, rank_by_score, rare_value_scores,
-                                select_records)
+from achilles.selectors import SELECTORS, Selection, loglikelihood_scores, rank_by_score, rare_value_scores, select_records
 
 
 @pytest.fixture(scope="module")

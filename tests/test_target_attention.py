@@ -3,12 +3,12 @@ the network's invariance to padding, learning on separable toy data, determinism
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.exceptions import NotFittedError
 import torch
 
-from achilles.data import Column, Encoded, Schema, encode
+from achilles.core.data import Column, Encoded, Schema, encode
 from achilles.distance import distances_to
-from achilles.target_attention import (TargetAttention, TargetAttentionAttack, TargetAttentionInput, feature_names,
-                                       preprocess_datasets)
+from achilles.shadow.target_attention import TargetAttention, TargetAttentionAttack, TargetAttentionInput, feature_names, preprocess_datasets
 
 
 # --- a slow reference of the Appendix A preprocessing -----------------------------------------------------------------
@@ -109,7 +109,7 @@ def test_preprocess_dataframes_equal_encoded_and_target_row():
     schema = small_schema("mixed")
     rng = np.random.default_rng(1)
     encs = [random_encoded(schema, 20, rng) for _ in range(3)]
-    from achilles.data import decode
+    from achilles.core.data import decode
     dfs = [decode(e, schema) for e in encs]
     t = decode(encs[0].take([3]), schema)
     a = preprocess_datasets(encs, encs[0].take([3]), schema, n_closest=8)
@@ -256,7 +256,7 @@ def test_save_load_round_trip(toy, tmp_path):
     assert b.get_params() == dict(a.get_params(), device=None)
     assert b.best_epoch_ == a.best_epoch_ and len(b.history_) == len(a.history_)
     # a DataFrame target survives the round trip too
-    from achilles.data import decode
+    from achilles.core.data import decode
     schema, tgt = toy[0], toy[1]
     c = TargetAttentionAttack(decode(tgt, schema), schema, n_closest=10, epochs=2, rng=0, verbose=False).fit(toy[2], toy[3])
     d = TargetAttentionAttack.load(c.save(tmp_path / "tb.pt"))
@@ -266,8 +266,8 @@ def test_save_load_round_trip(toy, tmp_path):
 def test_errors(toy, tmp_path):
     schema, tgt, shadow, y, test, yt = toy
     a = TargetAttentionAttack(tgt, schema, verbose=False)
-    with pytest.raises(RuntimeError, match="not fitted"): a.predict_proba(test)
-    with pytest.raises(RuntimeError, match="not fitted"): a.attention_weights(test)
+    with pytest.raises(NotFittedError, match="not fitted"): a.predict_proba(test)
+    with pytest.raises(NotFittedError, match="not fitted"): a.attention_weights(test)
     for kw, msg in [(dict(epochs=0), "epochs=0"), (dict(lr=-1.0), "lr=-1.0"), (dict(val_fraction=1.0), "val_fraction=1.0"),
                     (dict(attention="dot"), "attention='dot'"), (dict(batch_size=2.5), "batch_size=2.5"),
                     (dict(device="tpu"), "device='tpu'")]:
