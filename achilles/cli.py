@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_perf/59_cli.ipynb #70df4aa5
 from __future__ import annotations
-import argparse, importlib, inspect, sys, time
+import argparse, importlib, inspect, os, signal, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +12,12 @@ import pandas as pd
 
 from .core.data import DATASETS, load_dataset, parse_types
 from .core.registry import parse_params
+from .core.runtime import atomic_write
+from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'registry', 'cmd_list', 'build_parser', 'main']
+__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'registry', 'cmd_list', 'cmd_results',
+           'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -22,12 +25,34 @@ def _load(args):
         return load_dataset(str(args.csv), types=parse_types(args.types))
     return load_dataset(args.dataset, path=args.path)
 
+def _inputs(args) -> list:
+    "The files a command reads (an output may never be one of them)."
+    return [Path(p) for p in (getattr(args, "csv", None), getattr(args, "path", None)) if p]
+
+def check_output(path,  # the file a command is about to write
+                 inputs=(),  # the files it reads
+                 force: bool = False,  # allow replacing an existing file (never an input)
+                 what: str = "--out") -> Path:
+    "Refuse to write over an input, a folder, or (without `force`) any existing file; checked before any work."
+    p = Path(path)
+    for i in inputs:
+        if p.exists() and Path(i).exists() and p.resolve() == Path(i).resolve():
+            raise ValueError(f"{what}={str(p)!r} is the input data; write the output to another file")
+    if p.is_dir(): raise ValueError(f"{what}={str(p)!r} is a folder; pass a file name")
+    if p.exists() and not force:
+        raise ValueError(f"{what}={str(p)!r} exists and achilles does not overwrite files it did not create; "
+                         "choose another name or pass --force")
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not os.access(parent, os.W_OK): raise PermissionError(f"{what}={str(p)!r}: the folder {str(parent)!r} is not writable")
+    return p
+
 def cmd_vulnerable(args) -> int:
     "Rank records by vulnerability and print the top ones with their scores."
     from achilles.selectors import select_records
-    df, schema = _load(args)
     if args.k < 1: raise ValueError(f"--k must be >= 1, got {args.k}")
     if args.top < 1: raise ValueError(f"--top must be >= 1, got {args.top}")
+    if args.out: check_output(args.out, _inputs(args), args.force)
+    df, schema = _load(args)
     params = dict(k=args.k, metric=args.metric) if args.selector == "distance" else {}
     t0 = time.perf_counter()
     sel = select_records(df, schema, method=args.selector, n=min(args.top, len(df)), rng=args.seed, **params)
@@ -43,16 +68,28 @@ def cmd_vulnerable(args) -> int:
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
         print(out.to_string())
     if args.out:
-        out.to_csv(args.out); print(f"written to {args.out}")
+        atomic_write(args.out, out.to_csv().encode()); print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #53e7fb35
 def cmd_attack(args) -> int:
     "Run the membership inference experiment (select, game, features, train, score) and write results."
     from achilles.experiments.runner import run_attack_experiment
-    gparams = parse_params(args.params)
-    _check_generator_params(args.generator, gparams)  # before any work
-    res = run_attack_experiment(dataset=args.csv or args.dataset, generator=args.generator, selector=args.selector,
+    from achilles.core.results import ResultsStore
+    gparams = parse_params(args.params)  # everything that can be checked is checked before any work
+    _check_generator_params(args.generator, gparams)
+    check_n_jobs("--jobs", args.jobs)
+    if args.results:
+        for i in _inputs(args):
+            if Path(args.results).exists() and Path(args.results).resolve() == i.resolve():
+                raise ValueError(f"--results={args.results!r} is the input data; pass a .sqlite store path")
+        ResultsStore(args.results)  # refuses a CSV, a folder, a foreign file or a read-only place, now
+    if args.cache_dir:
+        from achilles.shadow.game import DatasetCache
+        DatasetCache(args.cache_dir)  # refuses a file, now
+    population = _load(args)  # honours --csv, --types and --path
+    res = run_attack_experiment(dataset=args.csv or args.dataset, population=population,
+                                generator=args.generator, selector=args.selector,
                                 records=args.records, attack=args.attack, profile=args.profile, n_shadow=args.n_shadow,
                                 n_test=args.n_test, jobs=args.jobs, rng=args.seed, results_path=args.results,
                                 cache_dir=args.cache_dir, share_out=args.share_out, verbose=not args.quiet,
@@ -114,6 +151,43 @@ def cmd_list(args) -> int:
         print(t[cols].to_string(index=False))
     return 0
 
+# %% ../nbs/50_perf/59_cli.ipynb #47a9ab4b
+def cmd_results(args) -> int:
+    "Show, export or import the results store."
+    from achilles.core.results import ResultsStore
+    if args.action != "import" and not Path(args.results).exists():
+        raise FileNotFoundError(f"--results={args.results!r} does not exist yet; run `achilles attack` first")
+    st = ResultsStore(args.results)
+    if args.action == "show":
+        t = st.summary()
+        print(f"{args.results}: {len(st):,} rows")
+        if len(t): print(t.to_string(index=False))
+    elif args.action == "export":
+        if not (args.csv or args.parquet): raise ValueError("results export needs --csv FILE or --parquet FILE")
+        for path in filter(None, (args.csv, args.parquet)):
+            check_output(path, [Path(args.results)], args.force, "--csv" if path == args.csv else "--parquet")
+            n = st.export(path, kind=args.kind, force=args.force)
+            print(f"{n:,} rows written to {path}")
+    else:
+        if not args.file: raise ValueError("results import needs the CSV file: achilles results import FILE.csv")
+        n = st.import_csv(args.file)
+        print(f"{args.file}: {n:,} rows imported into {args.results}" if n else
+              f"{args.file} was imported before; nothing new")
+    return 0
+
+def cmd_cache(args) -> int:
+    "Show or prune the synthetic-dataset cache."
+    from achilles.shadow.game import cache_info, prune_cache
+    if args.action == "info":
+        info = cache_info(args.cache_dir, verify=args.verify)
+        for k, v in info.items(): print(f"{k:>14}: {v}")
+    else:
+        if not (args.all or args.older_than is not None or args.verify):
+            raise ValueError("cache prune needs --all, --older-than DAYS or --verify (remove corrupt entries only)")
+        r = prune_cache(args.cache_dir, older_than_days=args.older_than, everything=args.all, verify=args.verify)
+        print(f"removed {r}")
+    return 0
+
 # %% ../nbs/50_perf/59_cli.ipynb #1f7eefaa
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="achilles", description="Vulnerable records and membership inference for synthetic data.")
@@ -133,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--metric", default="cosine", help="distance: cosine (Eq. 5) or minkowski1..minkowski4 (Eq. 6)")
     v.add_argument("--selector", default="distance", help="distance (Achilles), rare, loglik or random")
     v.add_argument("--seed", type=int, default=0, help="seed for the random selector")
-    v.add_argument("--out", default=None, help="also write the table to this CSV")
+    v.add_argument("--out", default=None, help="also write the table to this CSV (never over an existing file without --force)")
+    v.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never the input)")
     v.set_defaults(func=cmd_vulnerable)
 
     a = sub.add_parser("attack", help="run the MIA experiment of the Achilles paper")
@@ -149,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--n-test", type=int, default=None, help="test datasets per record (overrides the profile)")
     a.add_argument("--jobs", type=int, default=1, help="parallel workers for generation")
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--results", default="results/results.csv", help="results store (appended atomically; reruns resume)")
+    a.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; safe for concurrent runs; reruns resume)")
     a.add_argument("--cache-dir", default=".achilles_cache", help="cache of synthetic datasets")
     a.add_argument("--share-out", action="store_true", help="share OUT shadow datasets between targets")
     a.add_argument("--quiet", action="store_true")
@@ -160,6 +235,23 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=list(REGISTRIES))
     ls.add_argument("--parameters", action="store_true", help="also show each entry's parameters and defaults")
     ls.set_defaults(func=cmd_list)
+
+    r = sub.add_parser("results", help="show, export or import the results store")
+    r.add_argument("action", choices=["show", "export", "import"])
+    r.add_argument("file", nargs="?", default=None, help="the CSV to import (results import FILE.csv)")
+    r.add_argument("--results", default="results/achilles.sqlite", help="the results store")
+    r.add_argument("--csv", default=None, help="export: write a CSV here"); r.add_argument("--parquet", default=None)
+    r.add_argument("--kind", default=None, choices=["attack", "audit", "metric"], help="export only rows of this kind")
+    r.add_argument("--force", action="store_true", help="export: replace an existing file")
+    r.set_defaults(func=cmd_results)
+
+    c = sub.add_parser("cache", help="size of the synthetic-dataset cache, and pruning")
+    c.add_argument("action", choices=["info", "prune"])
+    c.add_argument("--cache-dir", default=".achilles_cache")
+    c.add_argument("--older-than", type=float, default=None, help="prune: entries older than this many days")
+    c.add_argument("--all", action="store_true", help="prune: every entry")
+    c.add_argument("--verify", action="store_true", help="check every entry's checksum (info), remove corrupt ones (prune)")
+    c.set_defaults(func=cmd_cache)
 
     b = sub.add_parser("bench", help="time a heavy part against its named baseline")
     b.add_argument("what", choices=BENCHES.names())
@@ -175,11 +267,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 # %% ../nbs/50_perf/59_cli.ipynb #9859a3e7
+class Terminated(KeyboardInterrupt):
+    "SIGTERM, turned into an exception so that a run stops as cleanly as on Ctrl-C."
+
+def _on_sigterm(signum, frame): raise Terminated()
+
 def main(argv=None) -> int:
-    "Entry point of the `achilles` console script."
+    "Entry point of the `achilles` console script: one line per error (exit 2), 130 on Ctrl-C, 143 on SIGTERM."
     args = build_parser().parse_args(argv)
+    import threading, warnings
+    prev = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
+    fmt = warnings.formatwarning  # warnings as one line each, like errors
+    warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {msg}\n"
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
+    except KeyboardInterrupt as e:
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
+              file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    except (ValueError, TypeError, OSError, ImportError) as e:
+        if os.environ.get("ACHILLES_DEBUG"): raise
         print(f"achilles {args.command}: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = fmt
+        if prev is not None: signal.signal(signal.SIGTERM, prev)

@@ -118,3 +118,15 @@ def test_category_dtype_paths_agree():
     with pytest.raises(ValueError, match="value 'z'"):
         encode(unseen, s)
     assert encode(unseen, s, unseen="code").cat[:, 0].tolist() == [-1, 0]
+
+
+def test_census_loader_refuses_folders_and_empty_files(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        load_uk_census(tmp_path)
+    p = tmp_path / "c.csv"
+    p.write_text("")
+    with pytest.raises(ValueError, match="empty file"):
+        load_uk_census(p)
+    p.write_text("Person ID,Region,Sex\n")
+    with pytest.raises(ValueError, match="no data rows"):
+        load_uk_census(p)

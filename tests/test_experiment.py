@@ -30,7 +30,7 @@ def kw(small, **over):
 
 
 def test_identity_generator_gives_auc_one_on_outliers(small, tmp_path):
-    res = run_attack_experiment(generator="identity", results_path=tmp_path / "r.csv", cache_dir=None, **kw(small))
+    res = run_attack_experiment(generator="identity", results_path=tmp_path / "r.sqlite", cache_dir=None, **kw(small))
     assert res["auc"].tolist() == [1.0, 1.0]
     assert res["accuracy"].min() >= 0.95
     assert (res["scale"] == "reduced").all() and (res["profile"] == "quick").all()
@@ -50,9 +50,9 @@ def test_independent_marginals_give_auc_near_half_for_typical_records(small):
 
 
 def test_results_rows_are_tidy_and_labelled(small, tmp_path):
-    res = run_attack_experiment(generator="independent", results_path=tmp_path / "r.csv", cache_dir=tmp_path / "c",
+    res = run_attack_experiment(generator="independent", results_path=tmp_path / "r.sqlite", cache_dir=tmp_path / "c",
                                 rng=3, **kw(small, records=1))
-    stored = read_results(tmp_path / "r.csv")
+    stored = read_results(tmp_path / "r.sqlite")
     assert len(stored) == 1
     row = stored.iloc[0]
     for col in ["dataset", "generator", "selector", "attack", "record_id", "auc", "accuracy", "tpr_at_low_fpr", "profile",
@@ -67,7 +67,7 @@ def test_results_rows_are_tidy_and_labelled(small, tmp_path):
 
 def test_resume_after_kill_loses_nothing_and_duplicates_nothing(small, tmp_path, monkeypatch):
     args = kw(small, records=3)
-    clean = run_attack_experiment(generator="independent", results_path=tmp_path / "clean.csv", cache_dir=None, **args)
+    clean = run_attack_experiment(generator="independent", results_path=tmp_path / "clean.sqlite", cache_dir=None, **args)
     real = experiment.attack_record
     calls = {"n": 0}
 
@@ -77,7 +77,7 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(small, tmp_path,
         return real(*a, **k)
 
     monkeypatch.setattr(experiment, "attack_record", dies_on_second_record)
-    path = tmp_path / "r.csv"
+    path = tmp_path / "r.sqlite"
     with pytest.raises(KeyboardInterrupt):
         run_attack_experiment(generator="independent", results_path=path, cache_dir=tmp_path / "c", **args)
     first = read_results(path)
@@ -98,7 +98,7 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(small, tmp_path,
 
 
 def test_other_configuration_is_not_mistaken_for_done(small, tmp_path):
-    path = tmp_path / "r.csv"
+    path = tmp_path / "r.sqlite"
     run_attack_experiment(generator="independent", results_path=path, cache_dir=None, **kw(small, records=1))
     run_attack_experiment(generator="independent", results_path=path, cache_dir=None, rng=1, **kw(small, records=1))
     run_attack_experiment(generator="identity", results_path=path, cache_dir=None, **kw(small, records=1))

@@ -9,6 +9,8 @@ from achilles.core.data import Encoded, Schema, load_adult
 from achilles.shadow.game import DatasetCache, ThreatModel, compact, dataset_key, expand, matching_rows, plan_datasets, play_game, split_population
 from achilles.core.rng import seed_child, seed_root
 
+# the games here are small on purpose (tests/test_faults_cache.py checks the ScaleWarning itself)
+pytestmark = pytest.mark.filterwarnings("ignore::achilles.shadow.game.ScaleWarning")
 
 @pytest.fixture(scope="module")
 def small(adult):
@@ -170,7 +172,7 @@ def test_resume_after_kill_loses_and_duplicates_nothing(small, tmp_path, monkeyp
     assert not list(tmp_path.glob("*/.*.tmp"))  # no half-written file
     generated = []
     real_batch = game._fit_sample_batch
-    monkeypatch.setattr(game, "_fit_sample_batch", lambda *a: generated.extend(a[-1]) or real_batch(*a))
+    monkeypatch.setattr(game, "_fit_sample_batch", lambda *a, **k: generated.extend(a[-1]) or real_batch(*a, **k))
     resumed = play_game(tm, 0, rng=8, cache=tmp_path, batch_size=2, verbose=False)
     assert resumed.stats["cached"] == 7 and resumed.stats["generated"] == 23 and len(generated) == 23
     assert len(list(tmp_path.glob("*/*.npz"))) == 30

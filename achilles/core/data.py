@@ -5,8 +5,8 @@
 # %% ../../nbs/00_core/04_data.ipynb #55135908
 from __future__ import annotations
 from fastcore.basics import patch
-import gzip, io, json, math, os
-from dataclasses import dataclass, field
+import hashlib, json, math, os, re, warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -14,11 +14,13 @@ import numpy as np
 import pandas as pd
 
 from .registry import Registry
+from .validate import InvalidParameterError, check_columns
 
 # %% auto #0
 __all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS', 'ADULT_CONTINUOUS', 'CENSUS_ENV',
            'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'DATASETS', 'Column', 'Schema', 'Encoded', 'encode', 'decode', 'as_encoded',
-           'load_adult', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types', 'load_csv', 'load_dataset']
+           'load_adult', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types', 'DataWarning',
+           'sanity_check', 'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
@@ -377,7 +379,11 @@ def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or 
         if path is None: raise FileNotFoundError(CENSUS_HOWTO)
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"path={str(path)!r} does not exist. {CENSUS_HOWTO}")
-    with open(path, encoding="utf-8-sig", errors="replace") as f: first = f.readline()
+    _check_file(path)  # a folder or an empty file: one line
+    with open(path, encoding="utf-8-sig", errors="replace") as f: first, second = f.readline(), f.readline()
+    if "Person ID" not in first + second:
+        raise ValueError(f"{str(path)!r} does not look like the ONS census file: no 'Person ID' column in its header "
+                         f"{first.strip()[:60]!r}")
     skip = 0 if "Person ID" in first else 1  # the full ONS file has a title line above the header
     df = read_csv_checked(path, skiprows=skip)
     if "Person ID" not in df.columns:
@@ -393,55 +399,234 @@ def _check_frame_complete(df, path):
             row = int(np.argmax(df[c].isna().to_numpy()))
             raise ValueError(f"{str(path)!r}: column {c!r} has a missing value at data row {row}")
 
-# %% ../../nbs/00_core/04_data.ipynb #65e51ccf
-def read_csv_checked(path, **kw) -> pd.DataFrame:
-    "`pd.read_csv` whose parser errors name the file."
-    try: return pd.read_csv(path, **kw)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as e:
-        raise ValueError(f"could not parse {str(path)!r} as CSV: {e}") from e
+# %% ../../nbs/00_core/04_data.ipynb #5cb3162c
+def _check_file(path) -> Path:
+    "`path` as a `Path`, or a one-line error: it does not exist, is a folder, or is empty."
+    p = Path(path)
+    if not p.exists(): raise FileNotFoundError(f"path={str(p)!r} does not exist")
+    if p.is_dir(): raise IsADirectoryError(f"path={str(p)!r} is a folder; pass a CSV file")
+    if p.stat().st_size == 0:
+        raise ValueError(f"path={str(p)!r} is an empty file (0 bytes); a CSV needs a header row and data rows")
+    return p
+
+_SEPARATORS = (",", ";", "\t", "|")
+
+def _sniff_sep(header: str, sep: str = ",") -> str | None:
+    "The separator `header` seems to use when it holds no `sep` at all, else None."
+    if sep in header: return None
+    counts = {c: header.count(c) for c in _SEPARATORS if c != sep}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else None
+
+def _sep_hint(header: str, sep: str = ",") -> str:
+    s = _sniff_sep(header, sep)
+    return f"; the header looks {s!r}-separated: pass sep={s!r}" if s else ""
+
+def _first_line(p: Path) -> str:
+    with open(p, encoding="utf-8", errors="replace") as f: return f.readline().rstrip("\r\n")
+
+def read_csv_checked(path,  # a CSV file
+                     **kw,  # passed to `pd.read_csv` (e.g. `sep`, `skiprows`)
+                     ) -> pd.DataFrame:
+    "`pd.read_csv` of a file that exists, is not empty and has data rows; every failure is one line naming the file."
+    p = _check_file(path)
+    try: df = pd.read_csv(p, **kw)
+    except pd.errors.EmptyDataError as e:
+        raise ValueError(f"could not parse {str(p)!r} as CSV: it has no header row (only blank lines)") from e
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        msg = " ".join(str(e).split())
+        raise ValueError(f"could not parse {str(p)!r} as CSV: {msg}{_sep_hint(_first_line(p), kw.get('sep', ','))}") from e
+    if len(df) == 0:
+        raise ValueError(f"{str(p)!r} has a header ({df.shape[1]} column(s): {list(df.columns)[:5]}) but no data rows")
+    return df
+
+# %% ../../nbs/00_core/04_data.ipynb #505a1f1d
+_JSON_NAMES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+_TYPES_EXPECTED = 'an object mapping column -> "categorical" or "continuous", e.g. {"age": "continuous", "sex": "categorical"}'
+
+def _types_from_json(path) -> dict:
+    p = Path(path)
+    if not p.is_file(): raise FileNotFoundError(f"types={str(p)!r}: no such JSON file")
+    try: out = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"types={str(p)!r} is not valid JSON: {e}") from None
+    if isinstance(out, dict) and isinstance(out.get("columns"), list):  # a saved `Schema.to_dict()`
+        cols = out["columns"]
+        if not all(isinstance(c, dict) and "name" in c and "kind" in c for c in cols):
+            raise ValueError(f"types={str(p)!r}: 'columns' must be a list of {{\"name\": ..., \"kind\": ...}} objects")
+        out = {c["name"]: c["kind"] for c in cols}
+    if not isinstance(out, dict):
+        raise ValueError(f"types={str(p)!r} holds a JSON {_JSON_NAMES.get(type(out), type(out).__name__)}; expected {_TYPES_EXPECTED}")
+    return out
 
 def parse_types(types: str | Path | Mapping | None) -> dict:
     "Column types from a mapping, a JSON file, or a 'col:kind,col:kind' string."
     if types is None: return {}
     if isinstance(types, Mapping): out = dict(types)
-    elif str(types).endswith(".json") or Path(str(types)).is_file():
-        with open(types) as f: out = json.load(f)
-        if isinstance(out, dict) and "columns" in out: out = {c["name"]: c["kind"] for c in out["columns"]}
+    elif isinstance(types, (str, os.PathLike)):
+        if str(types).endswith(".json") or Path(str(types)).is_file(): out = _types_from_json(types)
+        else:
+            out = {}
+            for part in str(types).split(","):
+                if not part.strip(): continue
+                if ":" not in part: raise ValueError(f"types entry {part!r} must look like 'column:kind' (kind in {KINDS})")
+                k, v = part.rsplit(":", 1); out[k.strip()] = v.strip()
     else:
-        out = {}
-        for part in str(types).split(","):
-            if not part.strip(): continue
-            if ":" not in part: raise ValueError(f"types entry {part!r} must look like 'column:kind' (kind in {KINDS})")
-            k, v = part.rsplit(":", 1); out[k.strip()] = v.strip()
+        raise InvalidParameterError(f"types={types!r} must be a mapping, a JSON file or a 'col:kind,col:kind' string, "
+                                    f"not {type(types).__name__}; expected {_TYPES_EXPECTED}")
     for k, v in out.items():
         if v not in KINDS: raise ValueError(f"types: column {k!r} has type {v!r}; use one of {KINDS}")
     return out
 
+# %% ../../nbs/00_core/04_data.ipynb #ff6c9850
+class DataWarning(UserWarning):
+    "The table loads, but a column (or the table's shape) may make the vulnerability score meaningless."
+
+_ID_WORDS = {"id", "ids", "uuid", "guid", "key", "index", "idx", "identifier"}
+
+def _id_named(name) -> bool:
+    return any(t.lower() in _ID_WORDS for t in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", str(name)))
+
+def _row_sample(s: pd.Series, m: int = 2000) -> pd.Series:
+    "At most `m` non-missing rows of `s`, evenly spaced (deterministic)."
+    s = s.dropna()
+    return s if len(s) <= m else s.iloc[np.linspace(0, len(s) - 1, m).astype(np.int64)]
+
+def _text_shares(s: pd.Series) -> tuple[float, float, str] | None:
+    "For a column of strings: shares of sampled rows that parse as numbers and as dates, and one non-number; else None."
+    v = _row_sample(s).astype(object)
+    if len(v) == 0 or not all(isinstance(x, str) for x in v): return None
+    counts = v.value_counts()
+    vals = pd.Series(counts.index, dtype=object)
+    is_num = pd.to_numeric(vals, errors="coerce").notna().to_numpy()
+    maybe_date = ~is_num & vals.str.contains(r"\d").to_numpy()
+    is_date = np.zeros(len(vals), bool)
+    if maybe_date.any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # pandas' "could not infer format" warning
+            d = pd.to_datetime(vals[maybe_date], errors="coerce", format="mixed")
+        is_date[maybe_date] = (d.notna() & d.dt.year.between(1800, 2200)).to_numpy()
+    w = counts.to_numpy(dtype=np.float64); tot = w.sum()
+    text = vals[~is_num].iloc[0] if (~is_num).any() else ""
+    return float(w[is_num].sum() / tot), float(w[is_date].sum() / tot), text
+
+# %% ../../nbs/00_core/04_data.ipynb #273de5c0
+def _column_problem(s: pd.Series, name, categorical: bool, integer: bool, declared: bool) -> str | None:
+    "The first problem of one column, or None."
+    n = len(s); nu = s.nunique(dropna=True)
+    if n >= 2 and nu == 1:
+        return f"column {name!r} is constant (every row is {s.dropna().iloc[0]!r}): it carries no information; drop it"
+    shares = _text_shares(s) if categorical else None
+    if shares is not None and shares[1] >= 0.9:
+        return (f"column {name!r} holds dates ({shares[1]:.0%} of a sample parse as dates): it is treated as categorical with "
+                "one value per date; convert it to a number (e.g. the year or days since a reference date) or drop it")
+    if shares is not None and 0.1 <= shares[0] < 1 and not declared:
+        return (f"column {name!r} mixes numbers ({shares[0]:.0%} of a sample) with text (e.g. {shares[2]!r}): probably a numeric "
+                "column misread because of a few text codes; clean it (e.g. read those codes as missing and drop the rows) "
+                "or declare its type")
+    if n >= 20 and nu == n:
+        if categorical: is_id = True
+        elif integer:
+            v = s.to_numpy(dtype=np.float64)
+            is_id = _id_named(name) or (v.max() - v.min() + 1) <= 10 * n
+        else: is_id = False
+        if is_id:
+            return (f"column {name!r} has a distinct value in every row, like an identifier: it makes every record unique "
+                    "and the vulnerability score meaningless; drop it")
+    return None
+
+# %% ../../nbs/00_core/04_data.ipynb #a8aa5c00
+def sanity_check(df: pd.DataFrame,  # the table
+                 schema: Schema | None = None,  # its schema (default: the inference rule of `Schema.from_dataframe`)
+                 declared: Iterable = (),  # columns whose type the user declared (no "mixed numbers and text" warning)
+                 ) -> list[str]:
+    "Problems that make the vulnerability score doubtful, one line each, naming the column and what to do (empty: none)."
+    if not isinstance(df, pd.DataFrame): raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    if schema is not None: check_columns("df", df, schema.names)
+    names = schema.names if schema is not None else list(df.columns)
+    if len(names) == 1:
+        h = str(names[0]); counts = {c: h.count(c) for c in _SEPARATORS}
+        sep = max(counts, key=counts.get)
+        if counts[sep]:
+            return [f"the table was read as a single column {h[:40]!r}; the header looks {sep!r}-separated: pass sep={sep!r}"]
+    cat = {c: schema[c].is_categorical if schema is not None else not _is_numeric(df[c]) for c in names}
+    declared, out = set(declared), []
+    for c in names:
+        integer = not cat[c] and (schema[c].integer if schema is not None else pd.api.types.is_integer_dtype(df[c]))
+        p = _column_problem(df[c], c, cat[c], integer, c in declared)
+        if p: out.append(p)
+    if len(names) == 1 and not cat[names[0]]:
+        out.append(f"the table has a single continuous column {names[0]!r} and nothing else: V_k then only ranks records by "
+                   "the gaps between their values; add the other attributes")
+    return out
+
+# %% ../../nbs/00_core/04_data.ipynb #813835b8
 def load_csv(path: str | Path,  # CSV file with a header row
              types: str | Path | Mapping | None = None,  # column types (see `parse_types`); the rest are inferred
+             sep: str = ",",  # field separator (e.g. ';' or '\t')
              ) -> tuple[pd.DataFrame, Schema]:
-    "Read a CSV and build its schema; categorical columns become `category` dtype."
-    path = Path(path)
-    if not path.exists(): raise FileNotFoundError(f"path={str(path)!r} does not exist")
-    df = read_csv_checked(path)
+    "Read a CSV and build its schema; categorical columns become `category` dtype; each `sanity_check` problem is a `DataWarning`."
+    if not isinstance(sep, str) or not sep:
+        raise InvalidParameterError(f"sep={sep!r} must be a non-empty string such as ',', ';' or '\\t'")
     types = parse_types(types)
+    df = read_csv_checked(path, sep=sep)
+    unknown = [k for k in types if k not in df.columns]
+    if unknown:
+        hint = _sep_hint(str(df.columns[0]), sep) if df.shape[1] == 1 else ""
+        raise ValueError(f"types names column(s) {unknown} that {str(path)!r} does not have; "
+                         f"its columns are {list(df.columns)[:20]}{hint}")
+    empty = [c for c in df.columns if df[c].isna().all()]
+    if empty:
+        raise ValueError(f"{str(path)!r}: column {empty[0]!r} is entirely missing (all {len(df)} values are empty); "
+                         "remove it from the file or fill it in")
     schema = Schema.from_dataframe(df, types)
     for c in schema.categorical: df[c] = df[c].astype("category")
+    for msg in sanity_check(df, schema, declared=types): warnings.warn(msg, DataWarning, stacklevel=2)
     return df, schema
 
-# %% ../../nbs/00_core/04_data.ipynb #b4caf996
+# %% ../../nbs/00_core/04_data.ipynb #848a317e
 DATASETS = Registry("dataset")
 DATASETS.register("adult", load_adult, summary="UCI Adult, 45,222 records x 15 columns (6 continuous), bundled")
 DATASETS.register("census", load_uk_census,
                   summary="UK 2011 census teaching file, 17 categorical columns; not bundled: pass path= or set $ACHILLES_CENSUS")
 
+def _registered(name) -> bool: return isinstance(name, str) and name in DATASETS
+
+def _check_file_name(name) -> None:
+    "A one-line error unless `name` (not registered) can be read as a CSV: it ends in .csv or is an existing path."
+    if not isinstance(name, (str, os.PathLike)):
+        raise InvalidParameterError(f"dataset={name!r} must be a dataset name or a path to a CSV, not {type(name).__name__}")
+    if not (str(name).endswith(".csv") or Path(name).exists()):
+        raise ValueError(f"dataset={str(name)!r} is not a known dataset ({', '.join(DATASETS)}) nor a CSV file")
+
 def load_dataset(name: str,  # "adult", "census", or a path to a CSV
                  path: str | Path | None = None,  # where the data lives, for datasets that are not bundled
                  types=None,  # column types for a CSV (see `parse_types`)
+                 sep: str = ",",  # field separator of a CSV
                  ) -> tuple[pd.DataFrame, Schema]:
     "A named dataset (or a CSV) and its schema."
-    if name in DATASETS:
+    if _registered(name):
+        if types: raise ValueError(f"types={types!r} applies to a CSV file only; dataset {name!r} has a fixed schema")
         df = DATASETS[name](path)
         return df, Schema.from_dataframe(df)
-    if str(name).endswith(".csv") or Path(str(name)).is_file(): return load_csv(name, types)
-    raise ValueError(f"dataset={name!r} is not a known dataset ({', '.join(DATASETS)}) nor a CSV file")
+    _check_file_name(name)
+    return load_csv(name, types, sep=sep)
+
+# %% ../../nbs/00_core/04_data.ipynb #4a86b3ea
+def dataset_label(name_or_path: str | Path,  # a registered dataset name or a path to a CSV (as `load_dataset` takes)
+                  ) -> str:
+    "How results name a dataset: a registered name as itself, a file as 'file:<file name>'."
+    if _registered(name_or_path): return name_or_path
+    _check_file_name(name_or_path)
+    return f"file:{Path(name_or_path).name}"
+
+def table_fingerprint(df: pd.DataFrame,  # the table (or its `Encoded` form)
+                      schema: Schema,  # its schema
+                      ) -> str:
+    "SHA-256 (first 16 hex digits) of the schema's JSON and the encoded table: which data a result came from."
+    if not isinstance(schema, Schema): raise TypeError(f"schema must be a Schema, got {type(schema).__name__}")
+    enc = as_encoded(df, schema, name="df", out_of_range="keep")
+    h = hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True, default=str).encode())
+    for a in (enc.cat, enc.cont):
+        h.update(repr(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]

@@ -5,7 +5,7 @@
 # %% ../../nbs/00_core/05_results.ipynb #ba62e218
 from __future__ import annotations
 from fastcore.basics import patch
-import html, json, math
+import html, io, json, math
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Mapping
@@ -17,8 +17,8 @@ from .runtime import atomic_write
 from .validate import check_fraction
 
 # %% auto #0
-__all__ = ['DIRECTIONS', 'FPR_LEVELS', 'wilson_interval', 'auc_interval', 'bootstrap_interval', 'tpr_at_fpr', 'check_labels',
-           'RiskResult', 'plot_roc', 'read_results', 'append_result']
+__all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'bootstrap_interval',
+           'tpr_at_fpr', 'check_labels', 'RiskResult', 'plot_roc', 'StoreError', 'ResultsStore', 'read_results']
 
 # %% ../../nbs/00_core/05_results.ipynb #a87acca0
 _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -242,18 +242,270 @@ def plot_roc(results,  # a RiskResult with scores, a list of them, or a dict lab
     ax.legend(loc="lower right", fontsize="small")
     return ax
 
-# %% ../../nbs/00_core/05_results.ipynb #17891f7a
-def read_results(path: str | Path) -> pd.DataFrame:
-    "The results store as a DataFrame (empty if it does not exist yet)."
+# %% ../../nbs/00_core/05_results.ipynb #b31cc3e0
+import datetime as _dt
+import os, sqlite3
+
+SCHEMA_VERSION = 1
+KINDS = ("attack", "audit", "metric")
+_COLUMNS = ("dataset", "dataset_hash", "generator", "generator_params", "selector", "attack", "profile", "seed")
+
+class StoreError(OSError):
+    "The results store cannot be opened or written (not a store, read-only, disk full, …); the message says which and why."
+
+def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as f: return f.read(16) == b"SQLite format 3\x00"
+
+# %% ../../nbs/00_core/05_results.ipynb #4866ce4e
+class ResultsStore:
+    "Results of attacks, audits and metrics in one SQLite file, safe for concurrent writers, kill -9 and a full disk."
+    def __init__(self,
+                 path: str | Path,  # the store, e.g. "results/achilles.sqlite" (created if absent)
+                 timeout: float = 60.0,  # seconds to wait for another writer's lock
+                 ):
+        self.path, self.timeout = Path(path), float(timeout)
+        p = self.path
+        if p.is_dir(): raise StoreError(f"results={str(p)!r} is a directory; pass a file such as {str(p / 'achilles.sqlite')!r}")
+        if p.suffix.lower() == ".csv":
+            raise StoreError(f"results={str(p)!r} is a CSV; the results store is SQLite now: pass a .sqlite path, and bring "
+                             f"old rows in with `achilles results import {p}`")
+        if p.exists():
+            if not _is_sqlite(p):
+                raise StoreError(f"results={str(p)!r} exists and is not an achilles results store (not SQLite); "
+                                 "refusing to write into it: choose another path")
+        else:
+            parent = p.parent if str(p.parent) else Path(".")
+            if parent.exists() and not parent.is_dir():
+                raise StoreError(f"results={str(p)!r}: {str(parent)!r} is a file, not a folder")
+            try: parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e: raise StoreError(f"results={str(p)!r}: cannot create the folder {str(parent)!r} ({e.strerror})") from e
+            if not os.access(parent, os.W_OK):
+                raise StoreError(f"results={str(p)!r}: the folder {str(parent)!r} is not writable")
+            self._create()
+        self._init()
+
+# %% ../../nbs/00_core/05_results.ipynb #2c28d83f
+@patch
+def _connect(self: ResultsStore) -> sqlite3.Connection:
+    con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)  # autocommit; we open transactions
+    con.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+    con.execute("PRAGMA synchronous=FULL")
+    return con
+
+@patch
+def _create(self: ResultsStore):
+    "Make a new store atomically: initialise it in a temporary file, then link it into place (another process may win)."
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".new"); os.close(fd)
+    final, self.path = self.path, Path(tmp)
+    try:
+        os.unlink(tmp); self._init()
+        con = self._connect(); con.execute("PRAGMA wal_checkpoint(TRUNCATE)"); con.close()
+        try: os.link(tmp, final)
+        except FileExistsError: pass  # created by another process meanwhile: use theirs
+    finally:
+        self.path = final
+        for f in (tmp, tmp + "-wal", tmp + "-shm"):
+            if os.path.exists(f): os.unlink(f)
+
+@patch
+def _init(self: ResultsStore):
+    try:
+        con = self._connect()
+        try:
+            if con.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+                raise StoreError(f"results={str(self.path)!r}: SQLite could not switch to WAL mode")
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and "meta" not in tables:
+                raise StoreError(f"results={str(self.path)!r} is an SQLite database but not an achilles results store "
+                                 f"(it has tables {sorted(tables)}); refusing to write into it")
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            con.execute("CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
+                        "run_id TEXT NOT NULL, item TEXT NOT NULL, created TEXT NOT NULL, achilles_version TEXT, "
+                        + ", ".join(f"{c} TEXT" for c in _COLUMNS) + ", row TEXT NOT NULL, UNIQUE (kind, run_id, item))")
+            con.execute("CREATE TABLE IF NOT EXISTS imports (sha256 TEXT PRIMARY KEY, path TEXT, rows INTEGER, at TEXT)")
+            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?), ('created', ?)", (str(SCHEMA_VERSION), _now()))
+            con.execute("COMMIT")
+            v = int(con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+            if v > SCHEMA_VERSION:
+                raise StoreError(f"results={str(self.path)!r} has schema version {v}, newer than this achilles "
+                                 f"understands ({SCHEMA_VERSION}); upgrade achilles")
+        finally: con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"results={str(self.path)!r} cannot be opened as a results store: {e}") from e
+
+# %% ../../nbs/00_core/05_results.ipynb #13f9489b
+def _jsonable(v):
+    if isinstance(v, (np.integer,)): return int(v)
+    if isinstance(v, (np.floating,)): return None if np.isnan(v) else float(v)
+    if isinstance(v, float) and math.isnan(v): return None
+    if isinstance(v, np.ndarray): return v.tolist()
+    return v
+
+@patch
+def append(self: ResultsStore,
+           kind: str,  # "attack", "audit" or "metric"
+           run_id: str,  # hash of what determines the result
+           item,  # the record id (or metric name) within the run
+           row: dict,  # the result, flat (numbers, strings, None)
+           ) -> bool:
+    "Store one row in one transaction; False if `(kind, run_id, item)` was already there (then nothing is written)."
+    if kind not in KINDS: raise ValueError(f"kind={kind!r} is not allowed; choose one of {KINDS}")
+    row = {k: _jsonable(v) for k, v in row.items()}
+    cols = [row.get(c) if c != "generator_params" or isinstance(row.get(c), (str, type(None)))
+            else json.dumps(row.get(c), sort_keys=True) for c in _COLUMNS]
+    try:
+        con = self._connect()
+        try:
+            cur = con.execute("INSERT OR IGNORE INTO results (kind, run_id, item, created, achilles_version, "
+                              + ", ".join(_COLUMNS) + ", row) VALUES (?, ?, ?, ?, ?, " + ", ".join("?" * len(_COLUMNS)) + ", ?)",
+                              (kind, str(run_id), str(item), _now(), row.get("achilles_version"),
+                               *[None if c is None else str(c) for c in cols], json.dumps(row, default=str)))
+            return cur.rowcount == 1
+        finally: con.close()
+    except sqlite3.OperationalError as e:
+        why = "the disk is full" if "full" in str(e).lower() else str(e)
+        raise StoreError(f"could not write to the results store {str(self.path)!r}: {why}. The rows written before are "
+                         "kept and the store stays readable; fix this and rerun to resume") from e
+
+# %% ../../nbs/00_core/05_results.ipynb #25110799
+@patch
+def _query(self: ResultsStore, sql: str, args=()):
+    try:
+        con = self._connect()
+        try: return con.execute(sql, args).fetchall()
+        finally: con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"could not read the results store {str(self.path)!r}: {e}") from e
+
+@patch
+def items(self: ResultsStore, kind: str, run_id: str) -> set:
+    "The items already stored for this run (what a rerun skips)."
+    return {r[0] for r in self._query("SELECT item FROM results WHERE kind=? AND run_id=?", (kind, str(run_id)))}
+
+@patch
+def read(self: ResultsStore, kind: str | None = None, run_id: str | None = None) -> pd.DataFrame:
+    "Every stored row (optionally of one kind / run) as a flat DataFrame, in the order written."
+    where, args = [], []
+    if kind is not None: where.append("kind=?"); args.append(kind)
+    if run_id is not None: where.append("run_id=?"); args.append(str(run_id))
+    rows = self._query("SELECT kind, run_id, item, created, row FROM results" + (" WHERE " + " AND ".join(where) if where else "")
+                       + " ORDER BY id", args)
+    recs = [dict(json.loads(r[4]), kind=r[0], run_id=r[1], item=r[2], created=r[3]) for r in rows]
+    return _numeric_nulls(pd.DataFrame(recs))
+
+def _numeric_nulls(t: pd.DataFrame) -> pd.DataFrame:
+    "NaN is stored as JSON null: a column of numbers and nulls (or nulls only) reads back as float with NaN, not None."
+    for c in t.columns[t.dtypes == object]:
+        v = t[c].dropna()
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v): t[c] = t[c].astype(float)
+    return t
+
+@patch
+def __len__(self: ResultsStore) -> int: return self._query("SELECT COUNT(*) FROM results")[0][0]
+
+@patch
+def __repr__(self: ResultsStore) -> str: return f"ResultsStore({str(self.path)!r}, {len(self)} rows)"
+
+# %% ../../nbs/00_core/05_results.ipynb #828fe683
+@patch
+def export(self: ResultsStore,
+           path: str | Path,  # the .csv (or .parquet) file to write
+           kind: str | None = None,  # only rows of this kind
+           force: bool = False,  # overwrite an existing file
+           ) -> int:
+    "Write the rows as one flat table; returns the number of rows."
+    path = Path(path)
+    if path.exists() and not force: raise FileExistsError(f"{str(path)!r} exists; pass force=True (--force) to overwrite it")
+    if path.resolve() == self.path.resolve(): raise ValueError(f"cannot export the store {str(path)!r} onto itself")
+    t = self.read(kind)
+    if path.suffix.lower() == ".parquet":
+        try: import pyarrow  # noqa: F401
+        except ImportError as e: raise ImportError("Parquet export needs pyarrow: pip install pyarrow") from e
+        buf = io.BytesIO(); t.to_parquet(buf, index=False); atomic_write(path, buf.getvalue())
+    else: atomic_write(path, t.to_csv(index=False).encode())
+    return len(t)
+
+@patch
+def summary(self: ResultsStore) -> pd.DataFrame:
+    "Rows per kind, dataset, generator, selector and attack, with the mean value (AUC for attacks)."
+    t = self.read()
+    if not len(t): return pd.DataFrame(columns=["kind", "rows"])
+    keys = [c for c in ("kind", "dataset", "generator", "selector", "attack", "scale") if c in t]
+    t = t.fillna({k: "-" for k in keys})
+    val = "auc" if "auc" in t else ("value" if "value" in t else None)
+    g = t.groupby(keys, dropna=False)
+    out = g.size().rename("rows").to_frame()
+    if val: out[f"mean {val}"] = g[val].mean().round(4)
+    return out.reset_index()
+
+# %% ../../nbs/00_core/05_results.ipynb #8b40d47d
+@patch
+def _insert_many(self: ResultsStore, kind: str, rows: list, source: tuple | None = None) -> int:
+    "Insert (run_id, item, row) triples in ONE transaction (all or nothing); `source` = (sha256, path) is recorded."
+    try:
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE"); n = 0
+            for run_id, item, row in rows:
+                row = {k: _jsonable(v) for k, v in row.items()}
+                cols = [None if row.get(c) is None else str(row.get(c)) for c in _COLUMNS]
+                n += con.execute("INSERT OR IGNORE INTO results (kind, run_id, item, created, achilles_version, "
+                                 + ", ".join(_COLUMNS) + ", row) VALUES (?, ?, ?, ?, ?, " + ", ".join("?" * len(_COLUMNS))
+                                 + ", ?)", (kind, str(run_id), str(item), _now(), row.get("achilles_version"), *cols,
+                                            json.dumps(row, default=str))).rowcount
+            if source: con.execute("INSERT OR IGNORE INTO imports VALUES (?, ?, ?, ?)", (source[0], source[1], n, _now()))
+            con.execute("COMMIT"); return n
+        except BaseException:
+            if con.in_transaction: con.execute("ROLLBACK")
+            raise
+        finally: con.close()
+    except sqlite3.OperationalError as e:
+        raise StoreError(f"could not write to the results store {str(self.path)!r}: {e}; nothing of this import was written") from e
+
+@patch
+def import_csv(self: ResultsStore,
+               path: str | Path,  # an old CSV results file (one row per record, with run_id and record_id)
+               kind: str = "attack",
+               ) -> int:
+    "Bring an old CSV's rows in, once and all together; returns the rows added (0 if this file was imported before)."
+    import hashlib, warnings
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"{str(path)!r} is not a file")
+    data = path.read_bytes(); sha = hashlib.sha256(data).hexdigest()
+    if self._query("SELECT 1 FROM imports WHERE sha256=?", (sha,)): return 0
+    if not data.strip(): raise ValueError(f"{str(path)!r} is empty; there is nothing to import")
+    if not data.endswith(b"\n"):
+        raise ValueError(f"{str(path)!r}: the last line has no end of line, so it was cut off while being written; "
+                         "delete that line (its record will be recomputed) and import again")
+    try: t = pd.read_csv(io.BytesIO(data))
+    except (pd.errors.ParserError, UnicodeDecodeError) as e: raise ValueError(f"{str(path)!r} is not a readable CSV: {e}") from e
+    missing = [c for c in ("run_id", "record_id") if c not in t]
+    if missing: raise ValueError(f"{str(path)!r} is not an achilles results file: it has no column(s) {missing}")
+    bad = t.index[t["run_id"].isna() | t["record_id"].isna()]
+    if len(bad): raise ValueError(f"{str(path)!r}: data line(s) {[int(i) + 2 for i in bad[:5]]} have no run_id or record_id (damaged)")
+    dup = t.duplicated(["run_id", "record_id"], keep="first")
+    if dup.any():
+        same = t.duplicated(keep="first")
+        if (dup & ~same).any():
+            rows = [int(i) + 2 for i in t.index[dup & ~same][:5]]
+            raise ValueError(f"{str(path)!r}: line(s) {rows} repeat a (run_id, record_id) with different values; "
+                             "the file is inconsistent, so nothing was imported")
+        warnings.warn(f"{str(path)!r}: {int(dup.sum())} duplicated row(s) were kept once", stacklevel=2)
+        t = t[~dup]
+    rows = [(r["run_id"], int(r["record_id"]), {k: (None if pd.isna(v) else v) for k, v in r.items()})
+            for r in t.to_dict("records")]
+    return self._insert_many(kind, rows, source=(sha, str(path)))
+
+# %% ../../nbs/00_core/05_results.ipynb #d662d68b
+def read_results(path: str | Path,  # a results store (.sqlite), or an old CSV results file (read only)
+                 kind: str | None = None,  # only rows of this kind (store only)
+                 ) -> pd.DataFrame:
+    "The results as a DataFrame (empty if the file does not exist yet)."
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0: return pd.DataFrame()
-    return pd.read_csv(path)
-
-def append_result(path: str | Path,  # the CSV store
-                  row: dict,  # one result row
-                  ) -> pd.DataFrame:
-    "Append `row` to the store atomically; returns the new table."
-    old = read_results(path)
-    new = pd.concat([old, pd.DataFrame([row])], ignore_index=True) if len(old) else pd.DataFrame([row])
-    atomic_write(path, new.to_csv(index=False).encode())
-    return new
+    if path.suffix.lower() == ".csv": return pd.read_csv(path)
+    return ResultsStore(path).read(kind)

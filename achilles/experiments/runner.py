@@ -14,9 +14,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..core.data import DATASETS, load_dataset
+from ..core.data import DATASETS, dataset_label, load_dataset
 from ..core.registry import Registry
-from ..core.results import append_result, read_results
+from ..core.results import ResultsStore, read_results
 from ..core.rng import RNGLike, int_seed, record_seed, seed_child, seed_root
 from ..shadow import ATTACKS, make_attack
 from ..shadow.game import DatasetCache, ThreatModel, as_cache, play_game
@@ -70,7 +70,9 @@ def resolve_profile(profile: str, n_shadow: int | None = None, n_test: int | Non
 
 # %% ../../nbs/40_experiments/40_runner.ipynb #4b146957
 def _dataset_name(dataset) -> str:
-    return str(dataset) if str(dataset) in DATASETS else Path(str(dataset)).stem
+    "A registered name as it is; a file as `file:<name>` (a user's adult.csv is not the bundled Adult); else the label given."
+    d = str(dataset)
+    return d if d in DATASETS or not Path(d).is_file() else dataset_label(d)
 
 def _order_rows(rows: pd.DataFrame, ids: list) -> pd.DataFrame:
     if not len(rows): return rows
@@ -114,7 +116,7 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
                           n_test: int | None = None,  # override the profile's test datasets per record
                           jobs: int | None = 1,  # parallel workers (generation; classifier threads)
                           rng: RNGLike = 0,  # seed of the run (an int is recorded in every row)
-                          results_path: str | Path | None = "results/results.csv",  # CSV store; None: do not store
+                          results_path: str | Path | None = "results/achilles.sqlite",  # results store (SQLite); None: do not store
                           cache_dir: str | Path | None = ".achilles_cache",  # synthetic dataset cache; None: no cache
                           share_out: bool = False,  # share OUT datasets between the run's records
                           generator_params: dict | None = None,  # generator hyperparameters
@@ -132,6 +134,8 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
     seed = record_seed(rng)
     name = _dataset_name(dataset)
     df, schema = population if population is not None else load_dataset(str(dataset))
+    from achilles.generators import make_generator
+    make_generator(generator, schema, **(generator_params or {}))._check_params()  # bad hyperparameters fail now, not in a worker
     n_aux, n_test_pool, paper_pools = pool_sizes(name, len(df))
     scale = "paper" if (paper_counts and paper_pools) else "reduced"
     tm = ThreatModel(df, schema, generator=generator, generator_params=generator_params, dataset_size=prof.dataset_size,
@@ -148,8 +152,8 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
                   n_test=tm.n_test, share_out=bool(share_out), seed=seed, achilles_version=__version__)
     if share_out: config["shared_exclude"] = ids  # the shared D_aux depends on the whole set of targets
     run_id = _run_id(config)
-    done = read_results(results_path) if results_path is not None else pd.DataFrame()
-    done_ids = set(done.loc[done["run_id"] == run_id, "record_id"].astype(int)) if len(done) and "run_id" in done else set()
+    store = ResultsStore(results_path) if results_path is not None else None  # opened (and checked) before any work
+    done_ids = {int(i) for i in store.items("attack", run_id)} if store is not None else set()
     todo = [i for i in ids if i not in done_ids]
     cache = as_cache(cache_dir)
     if share_out and cache is None: cache = DatasetCache(None)  # sharing goes through the cache: keep it in memory
@@ -171,7 +175,8 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
         res, times = attack_record(game, schema, attack, rng=seed_child(seed_child(root, 2), rid), jobs=jobs,
                                    attack_params=attack_params, verbose=verbose)
         stages.update(2); stages.close()
-        row = dict(dataset=name, generator=generator, selector=selector, attack=attack, record_id=rid, rank=rank + 1,
+        row = dict(dataset=name, dataset_hash=tm.fingerprint[:16], generator=generator,
+                   generator_params=json.dumps(tm.generator_params, sort_keys=True), selector=selector, attack=attack, record_id=rid, rank=rank + 1,
                    selector_score=float(scores[rank]) if rank < len(scores) else np.nan,
                    auc=res.auc, auc_ci_low=res.ci_low, auc_ci_high=res.ci_high, accuracy=res.accuracy, tpr_at_low_fpr=res.tpr_at_low_fpr,
                    **{k: v for k, v in res.metrics.items() if k.startswith("tpr@")}, profile=prof.name, scale=scale,
@@ -184,10 +189,11 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
                    seconds_total=round(time.perf_counter() - t0, 3), run_id=run_id, achilles_version=__version__,
                    finished_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                    config=json.dumps(config, sort_keys=True, default=str))
-        if results_path is not None: append_result(results_path, row)
+        if store is not None: store.append("attack", run_id, rid, row)
         new_rows.append(row)
         del game
     rows = pd.DataFrame(new_rows)
     if len(done_ids):
-        rows = pd.concat([done[(done["run_id"] == run_id) & done["record_id"].isin(ids)], rows], ignore_index=True)
+        done = store.read("attack", run_id).drop(columns=["kind", "item", "created"])
+        rows = pd.concat([done[done["record_id"].astype(int).isin(done_ids)], rows], ignore_index=True)
     return _order_rows(rows, ids)

@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from ..core.data import Schema, Encoded
+from ..core.data import Schema
 from ..core.base import Generator
 from . import to_discrete, from_discrete, discrete_cardinalities, _check_bins
 from ..core.validate import check_int
 
 # %% auto #0
-__all__ = ['BayNet', 'mi_sensitivity', 'PrivBayes']
+__all__ = ['MAX_TABLE_CELLS', 'BayNet', 'mi_sensitivity', 'PrivBayes']
 
 # %% ../../nbs/20_generators/21_baynet.ipynb #fccc4515
 @njit(cache=True)
@@ -117,11 +117,36 @@ class BayNet(Generator):
                  ):
         self.schema = schema; self.degree = degree; self.histogram_bins = histogram_bins
 
+# %% ../../nbs/20_generators/21_baynet.ipynb #2226f0ca
+MAX_TABLE_CELLS = 2 ** 27  # the largest conditional table fit may count: 1 GiB of float64 counts
+
+def _largest_table(cards, degree: int) -> int:
+    "Upper bound of the cells of one conditional table: the product of the `degree + 1` largest cardinalities."
+    return math.prod(sorted((int(c) for c in cards), reverse=True)[:degree + 1])
+
+def _human_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024: break
+        n /= 1024
+    return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+
+def _check_table_size(cards, degree: int, bins: int) -> None:
+    "A one-line `ValueError` if the largest conditional table for `degree` may exceed `MAX_TABLE_CELLS`."
+    cells = _largest_table(cards, degree)
+    if cells <= MAX_TABLE_CELLS: return
+    ok = [k for k in range(degree) if _largest_table(cards, k) <= MAX_TABLE_CELLS]
+    fix = (f"use degree <= {ok[-1]} or fewer histogram_bins (now {bins})" if ok
+           else f"use fewer histogram_bins (now {bins}) or merge the values of the largest column")
+    raise ValueError(f"degree={degree}: the largest conditional table may hold {cells:,} cells ({_human_bytes(8 * cells)} of "
+                     f"float64 counts), over the limit MAX_TABLE_CELLS = {MAX_TABLE_CELLS:,} cells "
+                     f"({_human_bytes(8 * MAX_TABLE_CELLS)}); {fix}")
+
 # %% ../../nbs/20_generators/21_baynet.ipynb #19872dd2
 @patch
 def _check_params(self: BayNet):
-    _check_bins(self.histogram_bins)
-    check_int("degree", self.degree, lo=0, hi=len(self.schema) - 1)
+    bins = _check_bins(self.histogram_bins)
+    degree = check_int("degree", self.degree, lo=0, hi=len(self.schema) - 1)
+    _check_table_size(discrete_cardinalities(self.schema, bins), degree, bins)
 
 @patch
 def _select(self: BayNet, scores: np.ndarray, cands: list, n: int, rng) -> int:

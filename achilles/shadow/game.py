@@ -5,8 +5,9 @@
 # %% ../../nbs/30_attacks/30_game.ipynb #04958947
 from __future__ import annotations
 from fastcore.basics import patch
-import hashlib, io, json, math, time
-from dataclasses import dataclass, field, replace
+import errno, hashlib, io, json, math, os, re, socket, threading, time, warnings, zipfile, zlib
+from dataclasses import dataclass, replace as _replace
+from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,13 +19,14 @@ from tqdm.auto import tqdm
 
 from .. import __version__
 from ..core.data import DATASETS, Encoded, Schema, encode, load_dataset
-from ..core.rng import RNGLike, check_rng, child_seeds, seed_child, seed_id, seed_root
+from ..core.rng import RNGLike, check_rng, seed_child, seed_id, seed_root
 from ..core.runtime import atomic_write
-from ..core.validate import check_int
+from ..core.validate import check_bool, check_float, check_int
 
 # %% auto #0
-__all__ = ['ThreatModel', 'matching_rows', 'split_population', 'DatasetSpec', 'dataset_key', 'plan_datasets', 'compact', 'expand',
-           'DatasetCache', 'as_cache', 'generate_datasets', 'Game', 'resolve_target', 'play_game']
+__all__ = ['ScaleWarning', 'ThreatModel', 'matching_rows', 'split_population', 'DatasetSpec', 'dataset_key', 'plan_datasets',
+           'compact', 'expand', 'CacheWarning', 'DatasetCache', 'as_cache', 'cache_info', 'prune_cache',
+           'generate_datasets', 'Game', 'resolve_target', 'play_game']
 
 # %% ../../nbs/30_attacks/30_game.ipynb #8d7df1aa
 def _jsonable(params: Mapping | None, name="generator_params") -> dict:
@@ -33,6 +35,31 @@ def _jsonable(params: Mapping | None, name="generator_params") -> dict:
     except TypeError as e:
         raise TypeError(f"{name}={params!r} must be JSON-serialisable (numbers, strings, lists, dicts): {e}") from e
     return params
+
+# %% ../../nbs/30_attacks/30_game.ipynb #e7486b19
+class ScaleWarning(UserWarning):
+    "The game is too small for its AUC to mean much: fewer shadow or test datasets than recommended."
+
+_RECOMMENDED = dict(n_shadow=100, n_test=50)  # below these: a ScaleWarning (the paper uses 4,000 and 200)
+
+def _check_sizes(tm) -> None:
+    "Check the sizes of `tm` (set as Python ints): integers, even counts, pools that fit Ω; warn when the game is small."
+    for k in ("dataset_size", "n_aux", "n_test_pool", "n_shadow", "n_test"):
+        object.__setattr__(tm, k, check_int(k, getattr(tm, k), lo=2))
+    for k in ("n_shadow", "n_test"):
+        if getattr(tm, k) % 2: raise ValueError(f"{k}={getattr(tm, k)} must be even: exactly half the datasets are IN")
+    for k in ("n_aux", "n_test_pool"):
+        if getattr(tm, k) < tm.dataset_size:
+            raise ValueError(f"{k}={getattr(tm, k)} is smaller than dataset_size={tm.dataset_size}: "
+                             "datasets are drawn from it without replacement")
+    if tm.n_aux + tm.n_test_pool > len(tm.population) - 1:
+        raise ValueError(f"n_aux + n_test_pool = {tm.n_aux + tm.n_test_pool} needs more records than Ω has "
+                         f"once the target is removed ({len(tm.population)} - 1)")
+    for k, lo in _RECOMMENDED.items():
+        if getattr(tm, k) < lo:
+            warnings.warn(f"{k}={getattr(tm, k)} is below the recommended minimum {k}={lo}: an AUC estimated from so few "
+                          "datasets is too coarse to mean much (the paper uses n_shadow=4000, n_test=200)",
+                          ScaleWarning, stacklevel=4)
 
 # %% ../../nbs/30_attacks/30_game.ipynb #6404b8ac
 @dataclass(frozen=True, eq=False)
@@ -45,8 +72,8 @@ class ThreatModel:
     dataset_size: int = 1000  # |D| = |D^s|: records in each private and each synthetic dataset
     n_aux: int = 10_000  # |D_aux|: the attacker's auxiliary data, drawn from Ω
     n_test_pool: int = 5_000  # |D_test|: the challenger's pool for test datasets, disjoint from D_aux
-    n_shadow: int = 4_000  # shadow datasets (even: exactly half IN)
-    n_test: int = 200  # test datasets (even: exactly half IN)
+    n_shadow: int = 4_000  # shadow datasets (even: exactly half IN; fewer than 100: a ScaleWarning)
+    n_test: int = 200  # test datasets (even: exactly half IN; fewer than 50: a ScaleWarning)
     name: str | None = None  # label of Ω in results (default: the dataset name, else "custom")
 
     def __post_init__(self):
@@ -61,17 +88,7 @@ class ThreatModel:
         if not isinstance(schema, Schema): raise TypeError(f"schema must be an achilles Schema, got {type(schema).__name__}")
         set_ = lambda k, v: object.__setattr__(self, k, v)
         set_("population", pop.reset_index(drop=True)); set_("schema", schema); set_("name", name or "custom")
-        for k in ("dataset_size", "n_aux", "n_test_pool", "n_shadow", "n_test"):
-            set_(k, check_int(k, getattr(self, k), lo=2))
-        for k in ("n_shadow", "n_test"):
-            if getattr(self, k) % 2: raise ValueError(f"{k}={getattr(self, k)} must be even: exactly half the datasets are IN")
-        for k in ("n_aux", "n_test_pool"):
-            if getattr(self, k) < self.dataset_size:
-                raise ValueError(f"{k}={getattr(self, k)} is smaller than dataset_size={self.dataset_size}: "
-                                 "datasets are drawn from it without replacement")
-        if self.n_aux + self.n_test_pool > len(pop) - 1:
-            raise ValueError(f"n_aux + n_test_pool = {self.n_aux + self.n_test_pool} needs more records than Ω has "
-                             f"once the target is removed ({len(pop)} - 1)")
+        _check_sizes(self)  # ints, even counts, pools that fit; a ScaleWarning when the game is small
         from achilles.generators import GENERATORS
         if self.generator not in list(GENERATORS):  # list: checking membership must not import every generator
             raise ValueError(f"generator={self.generator!r} is not a known generator; use one of {sorted(GENERATORS)}")
@@ -105,7 +122,7 @@ def to_dict(self: ThreatModel) -> dict:
 @patch
 def replace(self: ThreatModel, **changes) -> "ThreatModel":
     "A copy with some fields changed (e.g. smaller sizes)."
-    return replace(self, **changes)
+    return _replace(self, **changes)
 
 # %% ../../nbs/30_attacks/30_game.ipynb #0852b061
 def matching_rows(enc: Encoded,  # table to search
@@ -188,30 +205,88 @@ def expand(enc: Encoded) -> Encoded:
     "Back to the shared encoding: int32 codes, float64 values, C-contiguous."
     return Encoded(np.ascontiguousarray(enc.cat, dtype=np.int32), np.ascontiguousarray(enc.cont, dtype=np.float64))
 
+class CacheWarning(UserWarning):
+    "A cache entry could not be trusted (unreadable, another key, checksum mismatch): it was set aside and is regenerated."
+
+def _checksum(cat: np.ndarray, cont: np.ndarray) -> str:
+    "SHA-256 of the arrays' names, dtypes, shapes and bytes."
+    h = hashlib.sha256()
+    for name, a in (("cat", cat), ("cont", cont)):
+        a = np.ascontiguousarray(a)
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode()); h.update(a.tobytes())
+    return h.hexdigest()
+
+_ENTRY_ARRAYS = ("cat", "cont", "key", "checksum")
+
+def _read_entry(f: Path, key: str) -> tuple[Encoded | None, str | None]:
+    "(dataset, None) if `f` is a sound entry for `key`; (None, why not) if not; (None, None) if `f` is gone."
+    try:
+        with open(f, "rb") as fh: head = fh.read(4)
+        if head != b"PK\x03\x04": return None, "not an npz archive" + ("" if head else " (empty file)")
+        with np.load(f, allow_pickle=False) as z:
+            missing = [a for a in _ENTRY_ARRAYS if a not in z.files]
+            if missing:
+                return None, (f"no {'/'.join(missing)} array: not a cache entry, or one written before entries "
+                              "carried a key and a checksum (unverifiable)")
+            cat, cont, stored, checksum = z["cat"], z["cont"], str(z["key"]), str(z["checksum"])
+    except FileNotFoundError: return None, None  # set aside meanwhile by another process
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        return None, f"unreadable, {type(e).__name__}: {e}"
+    if stored != key: return None, f"it holds the dataset of key {stored[:12]}…, not {key[:12]}…"
+    if _checksum(cat, cont) != checksum: return None, "checksum mismatch: its arrays changed after they were written"
+    return Encoded(cat, cont), None
+
+def _set_aside(f: Path, why: str) -> None:
+    "Move a bad entry to `<name>.corrupt` and say so with a `CacheWarning`."
+    dst = f.with_name(f.name + ".corrupt")
+    try: os.replace(f, dst); done = f"moved it to {dst.name}"
+    except FileNotFoundError: done = "another process moved it aside"
+    except OSError as e: done = f"could not move it aside ({e}), it will be overwritten"
+    warnings.warn(f"dataset cache entry {f} is corrupt ({why}); {done}; the dataset is generated again",
+                  CacheWarning, stacklevel=4)
+
+# %% ../../nbs/30_attacks/30_game.ipynb #3d0d687b
 class DatasetCache:
-    "Synthetic datasets by key: `.npz` files under `path` (atomic writes), or a dict in memory when `path` is None."
+    "Synthetic datasets by key: verified `.npz` files under `path` (atomic writes), or a dict in memory when `path` is None."
     def __init__(self, path: str | Path | None = None):
-        self.path = None if path is None else Path(path)
+        if path is not None:
+            path = Path(path)
+            if path.exists() and not path.is_dir(): raise ValueError(f"cache_dir={str(path)!r} is a file; pass a folder")
+        self.path = path
         self._mem = {} if path is None else None
 
     def _file(self, key: str) -> Path: return self.path / key[:2] / f"{key}.npz"
     def __contains__(self, key: str) -> bool:
         return key in self._mem if self.path is None else self._file(key).exists()
 
+    def check_writable(self) -> None:
+        "Raise a clear `PermissionError` now, before any work, if datasets cannot be written under `path`."
+        if self.path is None: return
+        p = self.path
+        while not p.exists() and p.parent != p: p = p.parent  # the folder, or the nearest ancestor that exists
+        if not p.is_dir(): raise ValueError(f"cache_dir={str(self.path)!r} cannot be created: {str(p)!r} is a file")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise PermissionError(f"cache_dir={str(self.path)!r} is not writable: this user cannot write to "
+                                  f"{str(p)!r}; pass a folder you can write to, or no cache")
+
     def get(self, key: str) -> Encoded | None:
-        "The dataset stored under `key` (shared encoding), or None."
+        "The dataset stored under `key` (shared encoding), or None if absent or corrupt (then set aside, with a warning)."
         if self.path is None:
             return expand(self._mem[key]) if key in self._mem else None
         f = self._file(key)
         if not f.exists(): return None
-        with np.load(f) as z: return expand(Encoded(z["cat"], z["cont"]))
+        enc, why = _read_entry(f, key)
+        if enc is not None: return expand(enc)
+        if why is not None: _set_aside(f, why)
+        return None
 
     def put(self, key: str, enc: Encoded, meta: dict | None = None) -> None:
-        "Store `enc` (compacted) under `key`; `meta` is kept beside it as JSON, for people reading the cache."
+        "Store `enc` (compacted) under `key` with its key and checksum; `meta` is kept beside it as JSON, for people."
         c = compact(enc)
         if self.path is None: self._mem[key] = c; return
         buf = io.BytesIO()
-        np.savez_compressed(buf, cat=c.cat, cont=c.cont, meta=np.array(json.dumps(meta or {}, default=str)))
+        np.savez_compressed(buf, cat=c.cat, cont=c.cont, key=np.array(key), checksum=np.array(_checksum(c.cat, c.cont)),
+                            meta=np.array(json.dumps(meta or {}, default=str)))
         atomic_write(self._file(key), buf.getvalue())
 
     def __len__(self):
@@ -225,20 +300,92 @@ def as_cache(cache) -> DatasetCache | None:
     if isinstance(cache, (str, Path)): return DatasetCache(cache)
     raise TypeError(f"cache={cache!r} must be None, a folder path or a DatasetCache")
 
-# %% ../../nbs/30_attacks/30_game.ipynb #8dc3ae89
-def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int,
-                      jobs: list) -> list:
-    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`; return compact datasets."
-    from achilles.generators import make_generator
-    out = []
-    for local, add, ss in jobs:
-        train = pool.take(local)
-        if add: train = Encoded(np.concatenate([train.cat, target.cat]), np.concatenate([train.cont, target.cont]))
-        gen = make_generator(generator, schema, **params)
-        gen.fit_encoded(train, rng=np.random.default_rng(seed_child(ss, 1)))
-        out.append(compact(gen.sample_encoded(size, rng=np.random.default_rng(seed_child(ss, 2)))))
+# %% ../../nbs/30_attacks/30_game.ipynb #7c08c94c
+_ENTRY_NAME = re.compile(r"(?P<tmp>\.)?(?P<key>[0-9a-f]{64})\.npz(?P<ext>\.corrupt|\.[A-Za-z0-9_]+\.tmp)?")
+
+def _cache_root(path) -> Path:
+    "`path` as a Path; an error if it exists and is not a folder."
+    if not isinstance(path, (str, Path)): raise TypeError(f"path={path!r} must be a folder path (str or Path)")
+    root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"path={str(root)!r} is a file, not a dataset cache folder; pass the cache folder")
+    return root
+
+def _cache_files(root: Path):
+    "(kind, file, key) for each file the cache made under `root`: kind 'entry', 'corrupt' or 'temporary'; nothing else."
+    for sub in sorted(root.iterdir()):
+        if not (re.fullmatch(r"[0-9a-f]{2}", sub.name) and sub.is_dir() and not sub.is_symlink()): continue
+        for f in sorted(sub.iterdir()):
+            m = _ENTRY_NAME.fullmatch(f.name)
+            if not m or m["key"][:2] != sub.name or f.is_symlink() or not f.is_file(): continue
+            ext = m["ext"] or ""
+            kind = "entry" if not ext else "corrupt" if ext == ".corrupt" else "temporary"
+            if (kind == "temporary") == bool(m["tmp"]): yield kind, f, m["key"]
+
+def _utc(t: float) -> str: return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+def cache_info(path: str | Path,  # the cache folder (`cache_dir`)
+               verify: bool = False,  # also read every entry and count the corrupt ones (slower; moves nothing)
+               ) -> dict:
+    "Entries, bytes, oldest and newest modification time (UTC) of a dataset cache; with `verify`, the corrupt entries."
+    verify = check_bool("verify", verify)
+    root = _cache_root(path)
+    info = dict(path=str(root), exists=root.is_dir(), entries=0, bytes=0, oldest=None, newest=None, set_aside=0, temporary=0)
+    if verify: info["corrupt"] = 0
+    if not root.exists():
+        info["note"] = "the folder does not exist: the cache is empty"
+        return info
+    times = []
+    for kind, f, key in _cache_files(root):
+        try: st = f.stat()
+        except FileNotFoundError: continue  # removed meanwhile
+        info["bytes"] += st.st_size
+        if kind != "entry": info["set_aside" if kind == "corrupt" else "temporary"] += 1; continue
+        info["entries"] += 1; times.append(st.st_mtime)
+        if verify and _read_entry(f, key)[1] is not None: info["corrupt"] += 1
+    if times: info["oldest"], info["newest"] = _utc(min(times)), _utc(max(times))
+    elif not info["bytes"]: info["note"] = "no entries: the cache is empty"
+    return info
+
+# %% ../../nbs/30_attacks/30_game.ipynb #0be15cf3
+_STALE_TMP_S = 3600  # a temporary file older than this is a killed writer's, not a live one's
+
+def prune_cache(path: str | Path,  # the cache folder (`cache_dir`)
+                older_than_days: float | None = None,  # remove entries not modified for this many days
+                everything: bool = False,  # remove every entry
+                verify: bool = False,  # remove the entries that fail verification (unreadable, wrong key, bad checksum)
+                ) -> dict:
+    "Remove cache entries (see the text: only files the cache made) and emptied sub-folders; say what was removed."
+    everything, verify = check_bool("everything", everything), check_bool("verify", verify)
+    if older_than_days is not None: older_than_days = check_float("older_than_days", older_than_days, lo=0)
+    if everything and older_than_days is not None:
+        raise ValueError(f"pass older_than_days={older_than_days} or everything=True, not both")
+    root = _cache_root(path)
+    if not root.exists(): raise FileNotFoundError(f"path={str(root)!r} does not exist: there is no dataset cache to prune")
+    now = time.time()
+    cutoff = now - older_than_days * 86400 if older_than_days is not None else None
+    out = dict(path=str(root), removed=0, bytes=0, entries=0, corrupt=0, set_aside=0, temporary=0, folders=0, kept=0)
+    for kind, f, key in _cache_files(root):
+        try: st = f.stat()
+        except FileNotFoundError: continue
+        if kind == "entry":
+            why = "entries" if everything or (cutoff is not None and st.st_mtime < cutoff) else \
+                  "corrupt" if verify and _read_entry(f, key)[1] is not None else None
+        else:
+            why = "set_aside" if kind == "corrupt" else \
+                  "temporary" if everything or st.st_mtime < now - _STALE_TMP_S else None
+        if why is None: out["kept"] += kind == "entry"; continue
+        try: f.unlink()
+        except FileNotFoundError: continue  # removed meanwhile
+        out[why] += 1; out["removed"] += 1; out["bytes"] += st.st_size
+    for sub in sorted(root.iterdir()):
+        if re.fullmatch(r"[0-9a-f]{2}", sub.name) and sub.is_dir() and not sub.is_symlink() and not any(sub.iterdir()):
+            try: sub.rmdir(); out["folders"] += 1
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT): raise  # filled or removed meanwhile
     return out
 
+# %% ../../nbs/30_attacks/30_game.ipynb #8dc3ae89
 def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
                       specs: Sequence[DatasetSpec],  # planned datasets (`plan_datasets`)
                       target: Encoded,  # the target (1 row), added to IN datasets
@@ -257,11 +404,12 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
         if got is None: todo.append(i)
         else: out[i] = got
     if todo:
+        if cache is not None: cache.check_writable()  # a clear error now, not after the first batch
         from achilles.generators import make_generator
         make_generator(tm.generator, tm.schema, **tm.generator_params)  # bad hyperparameters fail here, not in a worker
         workers = max(1, effective_n_jobs(jobs))
         bs = batch_size or max(1, min(64, math.ceil(len(todo) / (4 * workers))))
-        tasks, metas = [], []
+        tasks, metas, parent = [], [], _parent_token()
         for role in dict.fromkeys(specs[i].role for i in todo):  # keep order of first appearance
             idx = [i for i in todo if specs[i].role == role]
             ids = np.unique(np.concatenate([specs[i].rows for i in idx]))  # the pool rows these datasets use
@@ -270,7 +418,7 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
                 chunk = idx[b:b + bs]
                 jobs_ = [(np.searchsorted(ids, specs[i].rows), bool(specs[i].label), specs[i].seed) for i in chunk]
                 tasks.append(delayed(_fit_sample_batch)(tm.generator, tm.generator_params, tm.schema, pool, target,
-                                                        tm.dataset_size, jobs_))
+                                                        tm.dataset_size, jobs_, parent=parent))
                 metas.append(chunk)
         results = Parallel(n_jobs=jobs, return_as="generator")(tasks)
         with tqdm(total=len(todo), desc=desc, disable=not verbose, leave=False) as bar:
@@ -283,6 +431,56 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
                     out[i] = expand(enc)
                 bar.update(len(chunk))
     return out, dict(cached=len(specs) - len(todo), generated=len(todo))
+
+# %% ../../nbs/30_attacks/30_game.ipynb #188149e3
+_WATCHDOG = "achilles-parent-watchdog"  # the thread's name: one per process (a forked child has no such thread)
+
+def _where() -> str:
+    "This machine and pid namespace: a pid names the same process only where this string is equal."
+    try: ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError: ns = ""  # not Linux
+    return f"{socket.gethostname()}:{ns}"
+
+def _parent_token() -> tuple[int, str]:
+    "What a worker needs to watch the main process: its pid and where it runs."
+    return os.getpid(), _where()
+
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True  # alive, owned by another user
+    return True
+
+def _watch_parent(parent: tuple[int, str] | None, interval: float = 0.5) -> bool:
+    "In a worker: start, once per process, a daemon thread that exits the process when `parent` dies. True if watching."
+    if parent is None: return False
+    pid, where = parent
+    me = os.getpid()
+    if pid == me or where != _where(): return False  # the main process itself, or a worker on another machine
+    if any(t.name == _WATCHDOG for t in threading.enumerate()): return True  # started by an earlier task
+    if os.getppid() != pid:
+        if not _pid_alive(pid): os._exit(1)  # the main process died before this task started
+        return False  # a worker of another process tree (a dask nanny's): its owner stops it
+
+    def watch():
+        while os.getppid() == pid: time.sleep(interval)
+        os._exit(1)  # orphaned: nobody will read what this worker makes
+    threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
+    return True
+
+def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int,
+                      jobs: list, parent: tuple[int, str] | None = None) -> list:
+    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`; return compact datasets."
+    _watch_parent(parent)
+    from achilles.generators import make_generator
+    out = []
+    for local, add, ss in jobs:
+        train = pool.take(local)
+        if add: train = Encoded(np.concatenate([train.cat, target.cat]), np.concatenate([train.cont, target.cont]))
+        gen = make_generator(generator, schema, **params)
+        gen.fit_encoded(train, rng=np.random.default_rng(seed_child(ss, 1)))
+        out.append(compact(gen.sample_encoded(size, rng=np.random.default_rng(seed_child(ss, 2)))))
+    return out
 
 # %% ../../nbs/30_attacks/30_game.ipynb #fde04ced
 @dataclass(frozen=True, eq=False)
