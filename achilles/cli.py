@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_perf/59_cli.ipynb #70df4aa5
 from __future__ import annotations
-import argparse, importlib, inspect, os, signal, sys, time
+import argparse, hashlib, importlib, inspect, json, os, signal, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +16,8 @@ from .core.runtime import atomic_write
 from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'registry', 'cmd_list', 'cmd_results',
-           'cmd_cache', 'build_parser', 'Terminated', 'main']
+__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'registry', 'cmd_list',
+           'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -122,6 +122,63 @@ def cmd_bench(args) -> int:
     f(**kw)
     return 0
 
+# %% ../nbs/50_perf/59_cli.ipynb #67b92802
+def _nobox_tables(args):
+    "train, synthetic, control and their schema, from three CSVs (--train …) or the leaky setting of a bundled dataset (--leaky F)."
+    if args.leaky is not None:
+        if args.train or args.synthetic or args.control:
+            raise ValueError("--leaky builds train, synthetic and control itself; leave out --train / --synthetic / --control")
+        from achilles.nobox import leaky_setting
+        df, schema = load_dataset(args.dataset, path=args.path)
+        s = leaky_setting(df, args.leaky, n_train=args.n, rng=args.seed)
+        return s.train, s.synthetic, s.control, schema, f"{args.dataset}, leaky f={args.leaky:g}, n_train={args.n:,}"
+    missing = [f"--{k}" for k in ("train", "synthetic") if not getattr(args, k)]
+    if missing: raise ValueError(f"pass {' and '.join(missing)} (CSV files), or --leaky F for a demonstration on bundled data")
+    for k in ("train", "synthetic", "control"):
+        f = getattr(args, k)
+        if f and not Path(f).is_file(): raise FileNotFoundError(f"--{k}={f!r}: no such file")
+    train, schema = load_dataset(str(args.train), types=parse_types(args.types))
+    kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
+    other = lambda f: load_dataset(str(f), types=kinds)[0] if f else None
+    synthetic, control = other(args.synthetic), other(args.control)
+    from achilles.core.base import common_schema
+    schema = common_schema(*[t for t in (train, synthetic, control) if t is not None])  # a value only the control holds is fine
+    return train, synthetic, control, schema, f"{args.train} / {args.synthetic} / {args.control or 'no control'}"
+
+def cmd_nobox(args) -> int:
+    "Run the no-box privacy metrics on a release, print the report, store one row per metric."
+    from achilles.core.results import ResultsStore
+    from achilles.nobox.report import privacy_report, _build_metrics
+    check_n_jobs("--jobs", args.jobs)
+    inputs = [Path(p) for p in (args.train, args.synthetic, args.control) if p]
+    store = None
+    if args.results:
+        if any(Path(args.results).exists() and Path(args.results).resolve() == i.resolve() for i in inputs if i.exists()):
+            raise ValueError(f"--results={args.results!r} is an input file; pass a .sqlite store path")
+        store = ResultsStore(args.results)  # refuses a CSV, a folder, a foreign file, now
+    if args.out: check_output(args.out, inputs, args.force)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    train, synthetic, control, schema, label = _nobox_tables(args)
+    aux = args.aux_cols.split(",") if args.aux_cols else None
+    _build_metrics(metrics, dict(schema=schema))  # unknown names fail here, before the first metric runs
+    print(f"achilles nobox: {label}: {len(train):,} training, {len(synthetic):,} synthetic, "
+          f"{0 if control is None else len(control):,} control records", flush=True)
+    rep = privacy_report(train, synthetic, control, schema=schema, metrics=metrics, secret=args.secret, aux_cols=aux,
+                         rng=args.seed, n_jobs=args.jobs, progress=not args.quiet)
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
+        print(rep.drop(columns=["parameters"]).to_string(index=False))
+    if store is not None:
+        from achilles.core.data import table_fingerprint
+        run = hashlib.sha256(json.dumps([label, table_fingerprint(train, schema), table_fingerprint(synthetic, schema),
+                                         None if control is None else table_fingerprint(control, schema), args.seed,
+                                         args.secret, aux], default=str).encode()).hexdigest()[:16]
+        for row in rep.to_dict("records"):
+            store.append("metric", run, row["metric"], dict(row, dataset=label, seed=args.seed))
+        print(f"stored {len(rep)} rows (kind metric, run {run}) in {args.results}")
+    if args.out:
+        atomic_write(args.out, rep.to_csv(index=False).encode()); print(f"written to {args.out}")
+    return 0
+
 # %% ../nbs/50_perf/59_cli.ipynb #1ec0c1a8
 REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "datasets": ("achilles.core.data", "DATASETS"),
@@ -151,7 +208,7 @@ def cmd_list(args) -> int:
         print(t[cols].to_string(index=False))
     return 0
 
-# %% ../nbs/50_perf/59_cli.ipynb #47a9ab4b
+# %% ../nbs/50_perf/59_cli.ipynb #bd953a65
 def cmd_results(args) -> int:
     "Show, export or import the results store."
     from achilles.core.results import ResultsStore
@@ -229,6 +286,23 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--share-out", action="store_true", help="share OUT shadow datasets between targets")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_attack)
+
+    n = sub.add_parser("nobox", help="no-box privacy metrics of a synthetic release (IMS, DCR, singling out, linkability, inference, GTCAP, DOMIAS)")
+    n.add_argument("--train", default=None, help="CSV of the generator's training data")
+    n.add_argument("--synthetic", default=None, help="CSV of the synthetic data")
+    n.add_argument("--control", default=None, help="CSV of real records not used for training (the baseline)")
+    n.add_argument("--types", default=None, help="column types, as for --csv")
+    n.add_argument("--metrics", default=None, help="comma-separated metric names (default: all; see `achilles list metrics`)")
+    n.add_argument("--secret", default=None, help="the column the inference attacks try to learn")
+    n.add_argument("--aux-cols", default=None, help="comma-separated columns the attacker knows")
+    n.add_argument("--leaky", type=float, default=None, help="no files: the paper's leaky setting on --dataset with this leaked fraction")
+    n.add_argument("--dataset", default="adult"); n.add_argument("--path", default=None)
+    n.add_argument("--n", type=int, default=10_000, help="--leaky: training records (default 10,000)")
+    n.add_argument("--seed", type=int, default=0); n.add_argument("--jobs", type=int, default=None)
+    n.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
+    n.add_argument("--out", default=None, help="also write the report to this CSV"); n.add_argument("--force", action="store_true")
+    n.add_argument("--quiet", action="store_true")
+    n.set_defaults(func=cmd_nobox)
 
     from achilles.perf import BENCHES
     ls = sub.add_parser("list", help="list what is registered: " + ", ".join(REGISTRIES))

@@ -16,17 +16,20 @@ from .core.registry import Registry
 from .core.validate import check_int
 
 # %% auto #0
-__all__ = ['COSINE', 'MINKOWSKI', 'DISTANCES', 'Metric', 'get_metric', 'pairwise_distances', 'distances_to', 'knn',
-           'neighbour_distances', 'vulnerability_scores']
+__all__ = ['COSINE', 'MINKOWSKI', 'GOWER', 'HAMMING', 'EUCLIDEAN', 'SPHERE', 'PAPER_FAMILIES', 'DISTANCES', 'Metric',
+           'get_metric', 'paper_metrics', 'pairwise_distances', 'distances_to', 'knn', 'neighbour_distances',
+           'vulnerability_scores']
 
 # %% ../nbs/10_kernels/10_distance.ipynb #28dc984a
-COSINE, MINKOWSKI = 0, 1  # kernel families
+COSINE, MINKOWSKI = 0, 1  # kernel families of this module (Eq. 5, Eq. 6)
+GOWER, HAMMING, EUCLIDEAN, SPHERE = 2, 3, 4, 5  # families computed by `achilles.neighbours` only
+PAPER_FAMILIES = (COSINE, MINKOWSKI)
 
 @dataclass(frozen=True)
 class Metric:
     "A distance between records, by name: which kernel family, and its order p."
     name: str  # registry key
-    family: int  # COSINE (Eq. 5) or MINKOWSKI (Eq. 6)
+    family: int  # COSINE (Eq. 5), MINKOWSKI (Eq. 6), or one of the neighbour-engine families (GOWER, HAMMING, EUCLIDEAN, SPHERE)
     p: int = 0  # Minkowski order (0 for cosine)
     description: str = ""
 
@@ -36,6 +39,12 @@ DISTANCES.register("cosine", Metric("cosine", COSINE, 0, "generalised cosine dis
 for _p in (1, 2, 3, 4):
     DISTANCES.register(f"minkowski{_p}", Metric(f"minkowski{_p}", MINKOWSKI, _p, f"generalised Minkowski distance of order p={_p}, Eq. 6"),
                        summary=f"generalised Minkowski distance of order p={_p}, Eq. 6")
+for _name, _fam, _desc in [
+        ("gower", GOWER, "Gower: mean over columns of categorical mismatch and |difference| of min-max scaled values (achilles.neighbours)"),
+        ("hamming", HAMMING, "Hamming: share of columns that differ, continuous values compared exactly (achilles.neighbours)"),
+        ("euclidean", EUCLIDEAN, "Euclidean on one-hot codes and min-max scaled values; a categorical mismatch adds 2 to the square (achilles.neighbours)"),
+        ("sphere", SPHERE, "GTCAP: inf if a categorical differs, else Euclidean on min-max scaled continuous values (achilles.neighbours)")]:
+    DISTANCES.register(_name, Metric(_name, _fam, 0, _desc), summary=_desc)
 
 def get_metric(metric: str | Metric) -> Metric:
     "Look a metric up in `DISTANCES` (a `Metric` passes through)."
@@ -43,6 +52,18 @@ def get_metric(metric: str | Metric) -> Metric:
     if metric not in DISTANCES:
         raise ValueError(f"metric={metric!r} is not a known metric; use one of {', '.join(DISTANCES)}")
     return DISTANCES[metric]
+
+def paper_metrics() -> list:
+    "Names of the registered metrics of the paper's families (Eq. 5 and Eq. 6): the ones this module's functions compute."
+    return [m for m in DISTANCES if DISTANCES[m].family in PAPER_FAMILIES]
+
+def _paper_metric(metric) -> Metric:
+    "`get_metric`, refusing the families that only `achilles.neighbours` computes."
+    m = get_metric(metric)
+    if m.family not in PAPER_FAMILIES:
+        raise ValueError(f"metric={m.name!r} is computed by achilles.neighbours (nearest, count_within), not by "
+                         f"achilles.distance; here use one of {', '.join(paper_metrics())}")
+    return m
 
 # %% ../nbs/10_kernels/10_distance.ipynb #fa7eada9
 @njit(cache=True)
@@ -271,7 +292,7 @@ def pairwise_distances(X,  # DataFrame (with `schema`) or Encoded
                        metric: str = "cosine",  # a key of `DISTANCES`
                        ) -> np.ndarray:
     "All distances between the rows of X and the rows of Y (Eq. 5 or 6): float64[n_x, n_y]. Memory O(n_x n_y): for neighbours use `knn`."
-    m = get_metric(metric)
+    m = _paper_metric(metric)
     ex = _as_encoded(X, schema, "X")
     ey = ex if Y is None else _as_encoded(Y, schema, "Y")
     px, py = _prepare(ex, ey) if Y is not None else _prepare(ex) * 2
@@ -337,7 +358,7 @@ def knn(X,  # query table: DataFrame (with `schema`) or Encoded
         Y=None,  # candidate table; None: the other rows of X (each row excludes itself, its duplicates count)
         ) -> tuple:
     "Exact k nearest neighbours: (dist float64[n, k], idx int64[n, k]), each row sorted by (distance, index). Memory O(n·k)."
-    m = get_metric(metric)
+    m = _paper_metric(metric)
     ex = _as_encoded(X, schema, "X")
     if Y is None:
         k = _check_k(k, ex.n - 1, f"X has {ex.n} rows, so at most {ex.n - 1} other records")
@@ -355,7 +376,7 @@ def neighbour_distances(df,  # DataFrame (with `schema`) or Encoded
                         dedup: bool = True,  # score unique records weighted by multiplicity (same result, faster)
                         ) -> np.ndarray:
     "Sorted distances from each record to its k nearest other records (duplicates at 0): float64[n, k]."
-    m = get_metric(metric)
+    m = _paper_metric(metric)
     enc = _as_encoded(df, schema, "df")
     n = enc.n
     k = _check_k(k, n - 1, f"the table has {n} records, so at most {n - 1} other records")

@@ -7,7 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "achilles"
 # top-level package or module -> layer (lower layers never import higher ones)
-LAYERS = {"core": 0, "distance": 1, "queries": 1, "selectors": 1, "generators": 2, "fidelity": 2,
+LAYERS = {"core": 0, "distance": 1, "queries": 1, "selectors": 1, "neighbours": 1, "generators": 2, "fidelity": 2,
           "shadow": 3, "nobox": 3, "experiments": 4, "perf": 5, "cli": 5}
 SHARED_INTERFACES = {"Generator", "MembershipAttack", "PrivacyMetric", "RiskResult", "Registry"}
 

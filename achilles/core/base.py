@@ -18,7 +18,8 @@ from .rng import check_rng, child_seeds
 from .validate import check_int
 
 # %% auto #0
-__all__ = ['check_encoded', 'Generator', 'check_schema', 'encode_dataset', 'encode_target', 'MembershipAttack', 'PrivacyMetric']
+__all__ = ['check_encoded', 'Generator', 'check_schema', 'encode_dataset', 'encode_target', 'MembershipAttack', 'PrivacyMetric',
+           'common_schema']
 
 # %% ../../nbs/00_core/06_base.ipynb #3c3f3a5a
 def check_encoded(enc, schema: Schema, name="enc") -> Encoded:
@@ -284,12 +285,21 @@ class PrivacyMetric:
                 raise ValueError(f"{type(self).__name__} needs a {k} table (real records not used for training)")
             if not isinstance(t, pd.DataFrame): raise TypeError(f"{k} must be a pandas DataFrame, got {type(t).__name__}")
             if len(t) == 0: raise ValueError(f"{k} is empty; pass at least one record")
-        schema = self.schema if self.schema is not None else Schema.from_dataframe(train)
+        for k, t in tables.items():  # the columns and their kinds must agree before a schema is built from them
+            if t is None or k == "train": continue
+            missing = [c for c in train.columns if c not in t.columns]
+            if missing and self.schema is None:
+                raise ValueError(f"{k} lacks the column(s) {missing} of train; it has {list(t.columns)[:20]}")
+        schema = self.schema if self.schema is not None else common_schema(*[t for t in tables.values() if t is not None])
         check_schema(schema)
         for k, t in tables.items():
             if t is None: continue
             missing = [c for c in schema.names if c not in t.columns]
             if missing: raise ValueError(f"{k} lacks the column(s) {missing} of the schema; it has {list(t.columns)[:20]}")
+            for c in schema.continuous:
+                if not pd.api.types.is_numeric_dtype(t[c]) or pd.api.types.is_bool_dtype(t[c]):
+                    raise ValueError(f"{k}[{c!r}] has dtype {t[c].dtype}, but {c!r} is a number column (in train); "
+                                     "read every table with the same column types")
         return schema
 
     def evaluate(self,
@@ -312,3 +322,15 @@ class PrivacyMetric:
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items() if k != 'schema')})"
+
+# %% ../../nbs/00_core/06_base.ipynb #368f2fd8
+def common_schema(*tables: pd.DataFrame) -> Schema:
+    "One schema for tables compared with each other: kinds from the first table, domains and ranges from all of them."
+    if not tables: raise ValueError("common_schema needs at least one table")
+    first = tables[0]
+    kinds = {c: "continuous" if pd.api.types.is_numeric_dtype(first[c]) and not pd.api.types.is_bool_dtype(first[c])
+             else "categorical" for c in first.columns}
+    same = lambda c: isinstance(first[c].dtype, pd.CategoricalDtype) and all(t[c].dtype == first[c].dtype for t in tables)
+    cast = {c: object for c, k in kinds.items() if k == "categorical" and not same(c)}  # one shared dtype stays as it is
+    both = pd.concat([t[list(first.columns)].astype(cast) if cast else t[list(first.columns)] for t in tables], ignore_index=True)
+    return Schema.from_dataframe(both, types=kinds)

@@ -242,7 +242,7 @@ def plot_roc(results,  # a RiskResult with scores, a list of them, or a dict lab
     ax.legend(loc="lower right", fontsize="small")
     return ax
 
-# %% ../../nbs/00_core/05_results.ipynb #b31cc3e0
+# %% ../../nbs/00_core/05_results.ipynb #d979dba8
 import datetime as _dt
 import os, sqlite3
 
@@ -258,7 +258,7 @@ def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec=
 def _is_sqlite(path: Path) -> bool:
     with open(path, "rb") as f: return f.read(16) == b"SQLite format 3\x00"
 
-# %% ../../nbs/00_core/05_results.ipynb #4866ce4e
+# %% ../../nbs/00_core/05_results.ipynb #cd11426a
 class ResultsStore:
     "Results of attacks, audits and metrics in one SQLite file, safe for concurrent writers, kill -9 and a full disk."
     def __init__(self,
@@ -286,7 +286,7 @@ class ResultsStore:
             self._create()
         self._init()
 
-# %% ../../nbs/00_core/05_results.ipynb #2c28d83f
+# %% ../../nbs/00_core/05_results.ipynb #f253c2da
 @patch
 def _connect(self: ResultsStore) -> sqlite3.Connection:
     con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)  # autocommit; we open transactions
@@ -337,7 +337,7 @@ def _init(self: ResultsStore):
     except sqlite3.DatabaseError as e:
         raise StoreError(f"results={str(self.path)!r} cannot be opened as a results store: {e}") from e
 
-# %% ../../nbs/00_core/05_results.ipynb #13f9489b
+# %% ../../nbs/00_core/05_results.ipynb #1fee205b
 def _jsonable(v):
     if isinstance(v, (np.integer,)): return int(v)
     if isinstance(v, (np.floating,)): return None if np.isnan(v) else float(v)
@@ -371,7 +371,7 @@ def append(self: ResultsStore,
         raise StoreError(f"could not write to the results store {str(self.path)!r}: {why}. The rows written before are "
                          "kept and the store stays readable; fix this and rerun to resume") from e
 
-# %% ../../nbs/00_core/05_results.ipynb #25110799
+# %% ../../nbs/00_core/05_results.ipynb #dc12a57d
 @patch
 def _query(self: ResultsStore, sql: str, args=()):
     try:
@@ -410,7 +410,7 @@ def __len__(self: ResultsStore) -> int: return self._query("SELECT COUNT(*) FROM
 @patch
 def __repr__(self: ResultsStore) -> str: return f"ResultsStore({str(self.path)!r}, {len(self)} rows)"
 
-# %% ../../nbs/00_core/05_results.ipynb #828fe683
+# %% ../../nbs/00_core/05_results.ipynb #a1614e7a
 @patch
 def export(self: ResultsStore,
            path: str | Path,  # the .csv (or .parquet) file to write
@@ -442,7 +442,7 @@ def summary(self: ResultsStore) -> pd.DataFrame:
     if val: out[f"mean {val}"] = g[val].mean().round(4)
     return out.reset_index()
 
-# %% ../../nbs/00_core/05_results.ipynb #8b40d47d
+# %% ../../nbs/00_core/05_results.ipynb #5ac897a8
 @patch
 def _insert_many(self: ResultsStore, kind: str, rows: list, source: tuple | None = None) -> int:
     "Insert (run_id, item, row) triples in ONE transaction (all or nothing); `source` = (sha256, path) is recorded."
@@ -500,7 +500,7 @@ def import_csv(self: ResultsStore,
             for r in t.to_dict("records")]
     return self._insert_many(kind, rows, source=(sha, str(path)))
 
-# %% ../../nbs/00_core/05_results.ipynb #d662d68b
+# %% ../../nbs/00_core/05_results.ipynb #b41ed738
 def read_results(path: str | Path,  # a results store (.sqlite), or an old CSV results file (read only)
                  kind: str | None = None,  # only rows of this kind (store only)
                  ) -> pd.DataFrame:

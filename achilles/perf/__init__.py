@@ -55,5 +55,9 @@ BENCHES.register("generators", "achilles.perf.generators:bench_generators",
                  summary="fit + sample of every native generator against DataSynthesizer and hazy synthpop")
 BENCHES.register("attack", "achilles.perf.attacks:bench_attack",
                  summary="one record end to end (selection, generation, features, classifier) against the paper's hours")
+BENCHES.register("neighbours", "achilles.perf.neighbours:bench_neighbours",
+                 summary="V_5 and Gower k=1 through the neighbour engine against today's V_k kernel, scikit-learn and anonymeter's algorithm")
 BENCHES.register("target-attention", "achilles.perf.attacks:bench_target_attention",
                  summary="target-attention preprocessing against pandas, and training time per epoch")
+BENCHES.register("nobox", "achilles.perf.nobox:bench_nobox",
+                 summary="the full no-box privacy report on 10,000-record Adult tables, and each anonymeter attack against anonymeter at equal counts")

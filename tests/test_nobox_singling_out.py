@@ -1,0 +1,330 @@
+"""Singling out (anonymeter's attack): the counting kernel against pandas / numpy on tables with ties and duplicates, the query
+generators' invariants, the size correction against simulation, the leaky-setting oracle, the metric contract, and agreement with
+anonymeter's own results on the leaky Adult data (tests/reference/anonymeter_leaky_adult.json, when present)."""
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from achilles.core.data import Schema, load_adult
+from achilles.core.testing import check_metric
+from achilles.nobox import METRICS, leaky_setting
+from achilles.nobox.singling_out import (EQ, GE, LE, NE, CountTable, Predicates, QueryTable, SinglingOut, expected_singletons,
+                                         multivariate_queries, predicate_counts, random_queries, size_correction,
+                                         univariate_queries, unique_rows)
+
+REFERENCE = Path(__file__).parent / "reference" / "anonymeter_leaky_adult.json"
+_OPS = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater, 5: np.greater_equal}
+
+
+def _reference_counts(X, preds):
+    "Plain numpy: rows satisfying every term of each predicate."
+    out = []
+    for p in range(len(preds)):
+        ok = np.ones(len(X), bool)
+        for t in range(preds.nterms[p]):
+            ok &= _OPS[int(preds.ops[p, t])](X[:, preds.cols[p, t]], preds.vals[p, t])
+        out.append(int(ok.sum()))
+    return np.array(out, np.int64)
+
+
+def _random_predicates(X, n, max_terms, g):
+    "Random predicates on X: values mostly taken from X (ties), some absent; any operator; 1..max_terms terms (padded)."
+    d = X.shape[1]
+    cols = np.zeros((n, max_terms), np.int64); ops = np.zeros((n, max_terms), np.int8); vals = np.zeros((n, max_terms))
+    nterms = g.integers(1, max_terms + 1, size=n)
+    for p in range(n):
+        c = g.choice(d, size=nterms[p], replace=False)
+        cols[p, :nterms[p]] = c
+        ops[p, :nterms[p]] = g.integers(0, 6, size=nterms[p])
+        rows = g.integers(0, len(X), size=nterms[p])
+        vals[p, :nterms[p]] = np.where(g.random(nterms[p]) < 0.85, X[rows, c], g.integers(-1, 8, size=nterms[p]) + 0.5)
+    return Predicates(cols, ops, vals, nterms.astype(np.int64))
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (2, 3), (7, 2), (200, 5), (1500, 8)])
+def test_counts_match_numpy_reference(n, d):
+    g = np.random.default_rng(n * 31 + d)
+    X = g.integers(0, 4, size=(n, d)).astype(np.float64)  # few values: many ties and duplicate rows
+    if n > 3: X[: n // 3] = X[n // 3: 2 * (n // 3)]
+    preds = _random_predicates(X, 400, min(d, 4), g)
+    ref = _reference_counts(X, preds)
+    np.testing.assert_array_equal(predicate_counts(X, preds), ref)
+    for cap in (1, 2, 5):
+        np.testing.assert_array_equal(predicate_counts(X, preds, cap=cap), np.minimum(ref, cap))
+
+
+def test_counts_edge_cases():
+    X = np.array([[1.0, 2.0], [1.0, 3.0]])
+    assert predicate_counts(X, Predicates.empty(2)).shape == (0,)
+    none = Predicates(np.array([[0, 1]]), np.array([[EQ, EQ]], np.int8), np.array([[1.0, 9.0]]), np.array([2]))
+    assert predicate_counts(X, none).tolist() == [0]
+    ne = Predicates(np.array([[0]]), np.array([[NE]], np.int8), np.array([[0.5]]), np.array([1]))
+    assert predicate_counts(X, ne).tolist() == [2]
+    empty_table = CountTable(np.zeros((0, 2)))
+    assert empty_table.count(ne).tolist() == [0]
+    with pytest.raises(ValueError, match="missing values"):
+        CountTable(np.array([[np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="column positions"):
+        CountTable(X).count(Predicates(np.array([[2]]), np.array([[EQ]], np.int8), np.array([[1.0]]), np.array([1])))
+
+
+def test_counts_do_not_depend_on_threads():
+    import numba
+    g = np.random.default_rng(5)
+    X = g.integers(0, 6, size=(3000, 6)).astype(np.float64)
+    preds = _random_predicates(X, 2000, 4, g)
+    prev = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1); a = predicate_counts(X, preds, cap=2)
+        numba.set_num_threads(prev); b = predicate_counts(X, preds, cap=2)
+    finally:
+        numba.set_num_threads(prev)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def adult_leak():
+    adult = load_adult()
+    schema = Schema.from_dataframe(adult)
+    s = leaky_setting(adult, 0.5, n_train=3000, rng=3)
+    qt = QueryTable.fit(schema, s.train, s.synthetic, s.control)
+    return s, qt
+
+
+def test_query_strings_agree_with_pandas(adult_leak):
+    s, qt = adult_leak
+    S = CountTable(unique_rows(qt.encode(s.synthetic)))
+    syn = s.synthetic.drop_duplicates()
+    g = np.random.default_rng(0)
+    q = random_queries(S, qt.numeric, 60, 3, g)
+    assert S.count(q).tolist() == [len(syn.query(qt.query(q, i))) for i in range(len(q))]
+
+
+def test_unique_rows_keeps_first_occurrences():
+    X = np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [-0.0, 1.0], [3.0, 3.0]])
+    np.testing.assert_array_equal(unique_rows(X), X[[0, 1, 4]])
+
+
+def test_query_table_codes_are_shared_and_unseen_values_get_their_own():
+    df = pd.DataFrame({"c": pd.Categorical(["a", "b", "a"]), "x": [1, 2, 3]})
+    qt = QueryTable.fit(Schema.from_dataframe(df), df, pd.DataFrame({"c": ["z", "y"], "x": [0, 0]}))
+    assert qt.levels[0] == ("a", "b", "z", "y")
+    assert qt.encode(pd.DataFrame({"c": ["y", "a", "z"], "x": [1, 1, 1]}))[:, 0].tolist() == [3.0, 0.0, 2.0]
+    assert qt.encode(pd.DataFrame({"c": ["a"], "x": [-4.5]}))[:, 1].tolist() == [-4.5]  # negative numbers are values
+    for bad in (pd.DataFrame({"c": ["a", None], "x": [1, 2]}), pd.DataFrame({"c": pd.Categorical(["a", None]), "x": [1, 2]}),
+                pd.DataFrame({"c": ["a", "b"], "x": [1.0, np.nan]})):
+        with pytest.raises(ValueError, match="missing values in column"):
+            qt.encode(bad, "control")
+
+
+def test_univariate_queries_single_out_and_are_distinct(adult_leak):
+    s, qt = adult_leak
+    S = CountTable(unique_rows(qt.encode(s.synthetic)))
+    q = univariate_queries(S, qt.numeric, 10**6, np.random.default_rng(0))
+    assert (q.nterms == 1).all() and len(set(q.keys().tolist())) == len(q)
+    assert (S.count(q) == 1).all()
+    X = S.XT.T  # every value held by exactly one synthetic record is there, on every column
+    n_rare = sum(int((np.unique(X[:, j], return_counts=True)[1] == 1).sum()) for j in range(S.d))
+    assert (q.ops == EQ).sum() == n_rare
+    assert set(np.unique(q.ops)) <= {EQ, LE, GE}
+    assert len(univariate_queries(S, qt.numeric, 7, np.random.default_rng(0))) == 7
+
+
+def test_multivariate_queries_follow_anonymeter(adult_leak):
+    s, qt = adult_leak
+    S = CountTable(unique_rows(qt.encode(s.synthetic)))
+    q, attempts = multivariate_queries(S, qt.numeric, 4, 300, 10**6, np.random.default_rng(1))
+    assert len(q) == 300 and attempts >= 300
+    assert (q.nterms == 4).all() and (np.diff(q.cols, axis=1) > 0).all()
+    assert len(set(q.keys().tolist())) == len(q)
+    assert (S.count(q) == 1).all()
+    med = np.median(S.XT, axis=1)
+    num = qt.numeric[q.cols]
+    expect = np.where(num, np.where(q.vals > med[q.cols], GE, LE), EQ)
+    np.testing.assert_array_equal(q.ops, expect)
+    # a record's values: every query matches at least one synthetic record whose values it holds
+    q2, att2 = multivariate_queries(S, qt.numeric, 4, 10**6, 5000, np.random.default_rng(1))
+    assert att2 == 5000 and len(q2) < 5000
+
+
+def test_random_queries_use_synthetic_values_and_allowed_operators(adult_leak):
+    s, qt = adult_leak
+    S = CountTable(unique_rows(qt.encode(s.synthetic)))
+    q = random_queries(S, qt.numeric, 3000, 2, np.random.default_rng(2))
+    for j in range(S.d):
+        m = q.cols == j
+        assert np.isin(q.vals[m], S.XT[j]).all()
+        allowed = 6 if qt.numeric[j] else 2
+        assert q.ops[m].max(initial=0) < allowed
+    assert np.unique(q.ops[qt.numeric[q.cols]]).size == 6
+
+
+def test_expected_singletons_against_simulation():
+    g = np.random.default_rng(0)
+    counts = np.array([1, 1, 1, 2, 2, 5, 9, 30, 0, 0])
+    pool = np.repeat(np.arange(len(counts)), counts)
+    for m in (5, 20, 40):
+        sim = np.mean([np.sum(np.bincount(g.choice(pool, m, replace=False), minlength=len(counts)) == 1) for _ in range(20_000)])
+        assert abs(expected_singletons(counts, len(pool), m) - sim) < 0.05
+    assert expected_singletons(counts, len(pool), len(pool)) == pytest.approx(3.0)
+
+
+def test_size_correction_is_one_for_equal_sizes_and_recovers_the_full_count(adult_leak):
+    s, qt = adult_leak
+    S = CountTable(unique_rows(qt.encode(s.synthetic)))
+    q, _ = multivariate_queries(S, qt.numeric, 3, 500, 10**6, np.random.default_rng(4))
+    full = CountTable(unique_rows(qt.encode(s.control)))
+    half = CountTable(unique_rows(qt.encode(s.control.iloc[: len(s.control) // 2])))
+    assert size_correction(full.count(q), full.n, full.n) == 1.0
+    corr = size_correction(half.count(q), half.n, full.n)
+    n_half, n_full = np.sum(half.count(q, cap=2) == 1), np.sum(full.count(q, cap=2) == 1)
+    assert corr > 1
+    assert abs(corr * n_half - n_full) < 0.2 * n_full
+
+
+def _quiet(metric, s, rng=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return metric.evaluate(s.train, s.synthetic, s.control, rng=rng)
+
+
+@pytest.fixture(scope="module")
+def leaky():
+    adult = load_adult()
+    return {f: leaky_setting(adult, f, n_train=2000, rng=0) for f in (0.0, 0.5, 1.0)}
+
+
+@pytest.mark.parametrize("kw", [dict(mode="univariate", n_attacks=500), dict(mode="multivariate", n_cols=3, n_attacks=500),
+                                dict(mode="both", n_attacks=500)])
+def test_leaky_oracle(leaky, kw):
+    r = {f: _quiet(SinglingOut(**kw), s) for f, s in leaky.items()}
+    assert abs(r[0.0].value) < 0.1
+    assert r[1.0].value > 0.9 and r[1.0].attack_rate == 1.0
+    assert r[0.0].value < r[0.5].value < r[1.0].value
+    assert 0.2 < r[0.5].value < 0.8
+
+
+def test_synthetic_equal_to_train_gives_full_risk(leaky):
+    s = leaky[0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = SinglingOut(mode="both", n_cols=[3, 5], n_attacks=300).evaluate(s.train, s.train.copy(), s.control, rng=0)
+    assert r.value == 1.0 and r.attack_rate == 1.0
+
+
+def test_result_fields(leaky):
+    s = leaky[0.5]
+    r = _quiet(SinglingOut(mode="both", n_cols=[3, 4], n_attacks=300), s)
+    assert r.n == r.metrics["n_guesses"] <= 300
+    risks = {k: v for k, v in r.metrics.items() if k.startswith("risk_")}
+    assert set(risks) == {"risk_univariate", "risk_n_cols_3", "risk_n_cols_4"}
+    assert r.value == pytest.approx(max(risks.values()))
+    assert r.ci_low <= r.value <= r.ci_high
+    assert 0 <= r.baseline_rate < r.attack_rate
+    assert r.metrics["attack_rate_ci_low"] <= r.attack_rate <= r.metrics["attack_rate_ci_high"]
+    assert r.parameters["mode"] == "both" and r.parameters["n_cols"] == [3, 4]
+
+
+def test_contract_and_registry(leaky):
+    s = leaky[0.5]
+    assert check_metric(SinglingOut(n_cols=3, n_attacks=200), s.train, s.synthetic, s.control)
+    m = METRICS.make("singling_out", mode="univariate", n_attacks=100)
+    assert isinstance(m, SinglingOut) and m.n_attacks == 100
+
+
+def test_same_seed_same_result_whatever_n_jobs(leaky):
+    s = leaky[0.5]
+    a = _quiet(SinglingOut(n_cols=[3, 6], n_attacks=300, n_jobs=1), s, rng=7)
+    b = _quiet(SinglingOut(n_cols=[3, 6], n_attacks=300, n_jobs=2), s, rng=7)
+    c = _quiet(SinglingOut(n_cols=[3, 6], n_attacks=300, n_jobs=2), s, rng=8)
+    assert a.to_row() == b.to_row()
+    assert a.to_row() != c.to_row()
+    # an attack does not depend on which others run beside it
+    d = _quiet(SinglingOut(n_cols=[6], n_attacks=300), s, rng=7)
+    assert d.metrics["risk_n_cols_6"] == a.metrics["risk_n_cols_6"]
+
+
+def test_without_control_the_risk_is_the_train_rate(leaky):
+    s = leaky[0.5]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = SinglingOut(n_cols=3, n_attacks=200).evaluate(s.train, s.synthetic, rng=0)
+    assert r.value == r.attack_rate and math.isnan(r.control_rate)
+
+
+def test_bad_arguments(leaky):
+    s = leaky[0.5]
+    for kw, msg in [(dict(mode="x"), "mode='x'"), (dict(n_attacks=0), "n_attacks=0"), (dict(n_attacks=2.5), "n_attacks=2.5"),
+                    (dict(n_cols=0), "n_cols=0"), (dict(n_cols=[]), "n_cols is empty"), (dict(max_attempts=0), "max_attempts=0"),
+                    (dict(n_jobs=0), "n_jobs=0")]:
+        with pytest.raises((ValueError, TypeError), match=msg.replace("(", r"\(")):
+            SinglingOut(**kw)
+    with pytest.raises(ValueError, match="exceeds the 15 columns"):
+        SinglingOut(n_cols=[3, 16]).evaluate(s.train, s.synthetic, s.control)
+    with pytest.raises(ValueError, match="empty"):
+        SinglingOut().evaluate(s.train, s.synthetic.iloc[:0], s.control)
+    holey = s.synthetic.assign(age=s.synthetic.age.astype(float).where(s.synthetic.index > 0))
+    with pytest.raises(ValueError, match="missing value"):
+        SinglingOut(n_cols=3).evaluate(s.train, holey, s.control)
+    with pytest.raises(ValueError, match="synthetic has missing values in column 'age'"):
+        SinglingOut(n_cols=3, schema=Schema.from_dataframe(s.train)).evaluate(s.train, holey, s.control)
+
+
+def test_no_possible_guess_is_a_clear_error():
+    import itertools  # every combination of three binary columns: any two columns hold two distinct records
+    df = pd.DataFrame(list(itertools.product("xy", "uv", "pq")) * 3, columns=["a", "b", "c"])
+    with pytest.raises(ValueError, match="no query singles out"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        SinglingOut(n_cols=2, n_attacks=10, max_attempts=2000).evaluate(df, df, df)
+
+
+def test_too_few_queries_warns():
+    df = pd.DataFrame({"a": list("xxyyz"), "b": [1, 2, 2, 3, 3]})  # a == 'z', b == 1, b <= 1: three queries
+    with pytest.warns(UserWarning, match="only 3 of the 500 queries"):
+        r = SinglingOut(mode="univariate", n_attacks=500).evaluate(df, df, df, rng=0)
+    assert r.n == 3
+
+
+# --- agreement with anonymeter ----------------------------------------------------------------------------------------------
+def _anonymeter_cases(evaluation):
+    "Per leak fraction of the committed anonymeter reference: (our rebuilt setting, the evaluation's parameters, risk, CI)."
+    if not REFERENCE.exists(): pytest.skip(f"{REFERENCE} is not there (anonymeter's results on the leaky Adult data)")
+    from reference import fingerprint, load_reference
+    ref = load_reference()
+    adult, st = load_adult(), ref["setting"]
+    for case in ref["settings"].values():
+        e = case["anonymeter"]["evaluations"].get(evaluation)
+        if e is None or "error" in e: pytest.fail(f"the reference has no result for {evaluation!r}: {e}")
+        s = leaky_setting(adult, case["fraction"], n_train=st["n_train"], n_control=st["n_control"], rng=st["rng"])
+        for k in ("train", "synthetic", "control"):  # the very tables anonymeter saw
+            assert fingerprint(getattr(s, k)) == case["fingerprints"][k], f"f={case['fraction']}: {k} differs from the reference's"
+        yield s, e["parameters"], e["risk"], e["risk_ci"]
+
+
+@pytest.mark.parametrize("evaluation", ["singling_out_univariate", "singling_out_multivariate"])
+def test_agrees_with_anonymeter(evaluation):
+    "Same tables, same configuration (500 attacks; 3 columns): our risk lies in anonymeter's CI widened by 0.05."
+    for s, par, risk, (lo, hi) in _anonymeter_cases(evaluation):
+        kw = dict(mode="univariate") if par["mode"] == "univariate" else dict(mode="multivariate", n_cols=par["n_cols"])
+        r = _quiet(SinglingOut(n_attacks=par["n_attacks"], **kw), s)
+        assert lo - 0.05 <= r.value <= hi + 0.05, f"f={s.fraction}: ours {r.value:.4f}, anonymeter {risk:.4f} [{lo:.4f}, {hi:.4f}]"
+
+
+def test_size_correction_fit_matches_scipy_curve_fit():
+    "The profile least-squares fit finds anonymeter's curve_fit optimum."
+    from scipy.optimize import curve_fit
+    from achilles.nobox.singling_out import _so_integral
+    g = np.random.default_rng(0)
+    for _ in range(8):
+        N, nt = int(g.integers(1500, 6000)), int(g.integers(1000, 8000))
+        counts = g.geometric(g.uniform(0.05, 0.9), size=2000) - 1 + (g.random(2000) < 0.5)
+        sizes = np.linspace(min(1000, N), N, 10).astype(np.int64)
+        succ = np.array([expected_singletons(counts, N, int(m)) for m in sizes])
+        w0 = 1.0 / sizes.max()
+        (w, _), _ = curve_fit(lambda x, w, a: a * _so_integral(x, w), sizes.astype(float), succ,
+                              p0=(w0, succ.max() / _so_integral(sizes.max(), w0)), bounds=(0, (1, np.inf)))
+        assert size_correction(counts, N, nt) == pytest.approx(_so_integral(nt, w) / _so_integral(N, w), rel=1e-6)
