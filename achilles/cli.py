@@ -16,8 +16,8 @@ from .core.runtime import atomic_write
 from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'registry', 'cmd_list',
-           'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
+__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'cmd_kde', 'registry',
+           'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -122,7 +122,7 @@ def cmd_bench(args) -> int:
     f(**kw)
     return 0
 
-# %% ../nbs/50_perf/59_cli.ipynb #67b92802
+# %% ../nbs/50_perf/59_cli.ipynb #33b76251
 def _nobox_tables(args):
     "train, synthetic, control and their schema, from three CSVs (--train …) or the leaky setting of a bundled dataset (--leaky F)."
     if args.leaky is not None:
@@ -179,6 +179,44 @@ def cmd_nobox(args) -> int:
         atomic_write(args.out, rep.to_csv(index=False).encode()); print(f"written to {args.out}")
     return 0
 
+# %% ../nbs/50_perf/59_cli.ipynb #80e8c032
+def cmd_kde(args) -> int:
+    "Run the KDE membership attack on a release, print its result, store one row."
+    from achilles.core.results import ResultsStore
+    from achilles.nobox.kde import KDEMembershipAttack
+    check_n_jobs("--jobs", args.jobs)
+    if not args.holdout: raise ValueError("pass --holdout U.csv: real records of the population not used for training (the non-members)")
+    attack = KDEMembershipAttack(variant=args.variant, threshold=args.threshold, distance=args.distance, n_jobs=args.jobs)
+    inputs = [Path(p) for p in (args.train, args.synthetic, args.holdout) if p]
+    store = None
+    if args.results:
+        if any(Path(args.results).exists() and Path(args.results).resolve() == i.resolve() for i in inputs if i.exists()):
+            raise ValueError(f"--results={args.results!r} is an input file; pass a .sqlite store path")
+        store = ResultsStore(args.results)
+    ns = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "holdout"}, control=args.holdout, leaky=None)
+    train, synthetic, control, schema, label = _nobox_tables(ns)
+    attack.schema = schema
+    print(f"achilles kde: {label}: {len(train):,} training, {len(synthetic):,} synthetic, {len(control):,} holdout records", flush=True)
+    t0 = time.perf_counter()
+    r = attack.evaluate(train, synthetic, control, rng=args.seed)
+    m = r.metrics
+    f = lambda v: "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.4f}"
+    print(f"{r.name}: value 2·AUC−1 = {f(r.value)} [{f(r.ci_low)}, {f(r.ci_high)}] (higher is riskier); AUC {f(m['auc'])}, "
+          f"accuracy {f(m['accuracy'])} (baseline {f(m['accuracy_baseline'])}), F1 {f(m['f1'])} (baseline {f(m['f1_baseline'])}); "
+          f"KS {f(m['ks_statistic'])}, p = {m['ks_pvalue']:.3g}; {time.perf_counter() - t0:.1f} s")
+    print("TPR at FPR: " + ", ".join(f"{k[4:]}: {f(v)}" for k, v in m.items() if k.startswith("tpr@") and not k.endswith(("_low", "_high"))))
+    if attack.sweep_ is not None:
+        t = attack.sweep_.merge(attack.method1_, on="percentile", suffixes=("", "_method1"))
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4f}".format):
+            print(t[["percentile", "threshold", "accuracy", "f1", "accuracy_method1", "f1_method1"]].to_string(index=False))
+    if store is not None:
+        from achilles.core.data import table_fingerprint
+        run = hashlib.sha256(json.dumps([label, *(table_fingerprint(t, schema) for t in (train, synthetic, control)), args.seed,
+                                         args.variant, args.threshold, args.distance], default=str).encode()).hexdigest()[:16]
+        store.append("metric", run, f"kde_membership_{args.variant}", dict(r.to_row(), metric="kde_membership", dataset=label, seed=args.seed))
+        print(f"stored 1 row (kind metric, run {run}) in {args.results}")
+    return 0
+
 # %% ../nbs/50_perf/59_cli.ipynb #1ec0c1a8
 REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "datasets": ("achilles.core.data", "DATASETS"),
@@ -208,7 +246,7 @@ def cmd_list(args) -> int:
         print(t[cols].to_string(index=False))
     return 0
 
-# %% ../nbs/50_perf/59_cli.ipynb #bd953a65
+# %% ../nbs/50_perf/59_cli.ipynb #4f4f70c2
 def cmd_results(args) -> int:
     "Show, export or import the results store."
     from achilles.core.results import ResultsStore
@@ -303,6 +341,18 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--out", default=None, help="also write the report to this CSV"); n.add_argument("--force", action="store_true")
     n.add_argument("--quiet", action="store_true")
     n.set_defaults(func=cmd_nobox)
+
+    kd = sub.add_parser("kde", help="KDE membership disclosure attack (Pathak & Jana): true-distribution or realistic")
+    kd.add_argument("--train", default=None, help="CSV of the generator's training data (the members)")
+    kd.add_argument("--synthetic", default=None, help="CSV of the synthetic data")
+    kd.add_argument("--holdout", default=None, help="CSV of real records not used for training (the non-members)")
+    kd.add_argument("--types", default=None, help="column types, as for --csv")
+    kd.add_argument("--variant", default="true", choices=["true", "realistic"])
+    kd.add_argument("--threshold", type=float, default=None, help="realistic: the percentile in (0, 100) (default: sweep 10..90)")
+    kd.add_argument("--distance", default="gower", help="distance to the nearest synthetic record (default gower)")
+    kd.add_argument("--seed", type=int, default=0); kd.add_argument("--jobs", type=int, default=None)
+    kd.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
+    kd.set_defaults(func=cmd_kde)
 
     from achilles.perf import BENCHES
     ls = sub.add_parser("list", help="list what is registered: " + ", ".join(REGISTRIES))

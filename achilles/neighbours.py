@@ -472,11 +472,19 @@ def nearest(queries,  # DataFrame (with `schema`) or NeighbourData
         raise ValueError(f"k={k!r}: there are no neighbours to find (references have {r.n} rows"
                          f"{', and a row is not its own neighbour' if exclude_self else ''})")
     k = check_int("k", k, lo=1, hi=kmax)
+    inverse = None
+    if not exclude_self and q.n >= _DEDUP_MIN:  # equal queries have equal answers (ties go by reference index): ask once
+        cat_pos, cont_pos = _subset(q.schema, columns)
+        _, first, inverse = np.unique(_row_keys(q.cat[cat_pos], q.cont[cont_pos]), return_index=True, return_inverse=True)
+        if len(first) > _DEDUP_SHARE * q.n: inverse = None
+        else: q = q.take(np.sort(first)); inverse = np.searchsorted(np.sort(first), first[inverse.ravel()])
     args, (mis_like, max_run) = _prepared(q, r, m, columns)
     kd = np.empty((q.n, k)); kj = np.empty((q.n, k), np.int64)
     with limit_threads(n_jobs, "numba"):
         _knn_kernel(*args, k, exclude_self, numba.get_num_threads(), mis_like, max_run, kd, kj)
-    return kd, kj
+    return (kd, kj) if inverse is None else (kd[inverse], kj[inverse])
+
+_DEDUP_MIN, _DEDUP_SHARE = 1000, 0.7  # deduplicate queries from 1,000 rows, when at most 70 % of them are distinct
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #61078259
 def count_within(queries,  # DataFrame (with `schema`) or NeighbourData

@@ -14,7 +14,7 @@ from .core.data import Encoded, Schema, encode
 from .core.registry import Registry
 from .core.rng import check_rng
 from .core.validate import check_int
-from .distance import vulnerability_scores
+from .distance import paper_metrics, vulnerability_scores
 
 # %% auto #0
 __all__ = ['SELECTORS', 'random_scores', 'rare_value_scores', 'loglikelihood_scores', 'distance_scores', 'Selection',
@@ -77,8 +77,22 @@ def distance_scores(df: pd.DataFrame, schema: Schema,
                     k: int = 5,  # neighbours (the paper uses 5)
                     metric: str = "cosine",  # a key of `achilles.distance.METRICS`
                     ) -> np.ndarray:
-    "Achilles: the vulnerability score V_k (Definition 2)."
+    "Achilles: the vulnerability score V_k (Definition 2); through the neighbour engine where it gives the same numbers."
+    if _engine_applies(df, schema, metric):
+        from achilles.neighbours import nearest  # the same layer; imported here to keep `distance` free of the engine
+        check_int("k", k, lo=1, hi=max(len(df) - 1, 1))
+        return nearest(df, df, k=k, metric=metric, schema=schema, exclude_self=True)[0].mean(axis=1)
     return vulnerability_scores(df, schema, k=k, metric=metric)
+
+def _engine_applies(df, schema, metric) -> bool:
+    "The engine's V_k equals `vulnerability_scores` bit for bit on a DataFrame whose numbers lie inside the schema's ranges."
+    if not isinstance(df, pd.DataFrame) or schema is None or len(df) < 2: return False
+    if str(metric) not in paper_metrics(): return False
+    for c in schema.columns:
+        if not c.is_categorical:
+            v = df[c.name].to_numpy(dtype=np.float64)
+            if v.size and (v.min() < c.lower or v.max() > c.upper): return False  # `encode` clips, the engine does not
+    return True
 
 # %% ../nbs/10_kernels/12_selectors.ipynb #1f677b55
 SELECTORS = Registry("selector")

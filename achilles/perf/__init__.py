@@ -59,5 +59,7 @@ BENCHES.register("neighbours", "achilles.perf.neighbours:bench_neighbours",
                  summary="V_5 and Gower k=1 through the neighbour engine against today's V_k kernel, scikit-learn and anonymeter's algorithm")
 BENCHES.register("target-attention", "achilles.perf.attacks:bench_target_attention",
                  summary="target-attention preprocessing against pandas, and training time per epoch")
+BENCHES.register("kde", "achilles.perf.kde:bench_kde",
+                 summary="the KDE membership attack at the paper's census size (569,741 records, a BayNet population) against sklearn NearestNeighbors and scipy gaussian_kde")
 BENCHES.register("nobox", "achilles.perf.nobox:bench_nobox",
                  summary="the full no-box privacy report on 10,000-record Adult tables, and each anonymeter attack against anonymeter at equal counts")

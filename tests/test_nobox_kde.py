@@ -1,0 +1,210 @@
+"""KDE membership disclosure (Pathak & Jana): the 1-D KDE against scipy and scikit-learn (ties, many values, a point mass,
+one value), the oracles (S copies R: AUC = 1 - q/2; S independent: AUC about 0.5 and KS does not reject; realistic:
+probabilities non-increasing in the distance), Method 1, the metric contract, bad arguments and the CLI."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import gaussian_kde
+from sklearn.metrics import roc_auc_score
+from sklearn.neighbors import KernelDensity
+
+from achilles.core.data import load_adult
+from achilles.core.testing import check_metric
+from achilles.neighbours import count_matches
+from achilles.core.base import common_schema
+from achilles.nobox import METRICS, leaky_setting
+from achilles.nobox.kde import KDE1D, KDEMembershipAttack, kde_bandwidth, membership_log_odds, method1
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return load_adult()
+
+
+@pytest.fixture(scope="module")
+def leak(adult):
+    return {f: leaky_setting(adult, f, n_train=1500, rng=0) for f in (0.0, 0.5, 1.0)}
+
+
+def _categorical(n, n_cols=4, card=3, seed=0):
+    "A small categorical population with many duplicate rows."
+    g = np.random.default_rng(seed)
+    return pd.DataFrame({f"c{j}": pd.Series(g.integers(0, card, n)).map(lambda v: f"v{v}") for j in range(n_cols)})
+
+
+@pytest.mark.parametrize("x", [np.random.default_rng(1).integers(0, 18, 3000) / 17,  # ties
+                               np.r_[np.zeros(50), np.ones(3)],  # duplicates, two values
+                               np.random.default_rng(2).exponential(0.1, 5)])  # tiny
+def test_kde_exact_against_scipy_and_sklearn(x):
+    h = kde_bandwidth(x)
+    k = KDE1D(x, h)
+    assert not k.binned
+    q = np.linspace(-0.2, 1.3, 157)
+    np.testing.assert_allclose(k.log_pdf(q), gaussian_kde(x).logpdf(q), rtol=1e-9, atol=1e-9)
+    sk = KernelDensity(bandwidth=h).fit(x[:, None]).score_samples(q[:, None])
+    np.testing.assert_allclose(k.log_pdf(q), sk, rtol=1e-7, atol=1e-7)
+
+
+def test_kde_binned_within_bound():
+    g = np.random.default_rng(3)
+    x = np.abs(g.normal(0.2, 0.1, 40_000))
+    h = kde_bandwidth(x); k = KDE1D(x, h)
+    assert k.binned and k.delta_over_h <= 1 / 16 + 1e-12
+    q = np.linspace(x.min() - 3 * h, x.max() + 3 * h, 400)
+    ref = gaussian_kde(x).logpdf(q)
+    u = 3.0  # queries are within 3 bandwidths of some data: relative error per term <= (δ/h)²(u²+1)/8
+    bound = k.delta_over_h ** 2 * (u * u + 1) / 8
+    assert np.abs(np.exp(k.log_pdf(q) - ref) - 1).max() <= bound * 1.01
+
+
+def test_kde_threads_and_tail():
+    x = np.random.default_rng(4).normal(size=5000)
+    k = KDE1D(x, kde_bandwidth(x))
+    q = np.linspace(-60, 60, 1001)
+    a, b = k.log_pdf(q, n_jobs=1), k.log_pdf(q, n_jobs=2)
+    assert np.array_equal(a, b)
+    assert np.isfinite(a).all()  # scipy's density underflows to 0 out there; the log-space sum does not
+
+
+def test_point_mass_and_bad_kde():
+    k = KDE1D(np.zeros(10), kde_bandwidth(np.zeros(10), floor=1e-3))
+    assert k.h == 1e-3
+    lp = k.log_pdf([0.0, 0.1, 0.2])
+    assert np.isfinite(lp).all() and lp[0] > lp[1] > lp[2]
+    with pytest.raises(ValueError, match="at least one"): KDE1D([], 1.0)
+    with pytest.raises(ValueError, match="NaN"): KDE1D([0.0, np.nan], 1.0)
+    with pytest.raises(ValueError, match="h="): KDE1D([0.0], 0.0)
+
+
+def test_equal_distances_equal_probabilities():
+    km, kn = KDE1D(np.r_[0, 0, 1, 2] / 17, 0.02), KDE1D(np.r_[1, 2, 3, 3] / 17, 0.02)
+    d = np.r_[0, 1, 0, 2, 1, 0] / 17
+    L = membership_log_odds(d, km, kn)
+    assert L[0] == L[2] == L[5] and L[1] == L[4]
+
+
+def test_oracle_copy_auc_from_duplicates():
+    pop = _categorical(4000, n_cols=6, card=4, seed=5)
+    train, holdout = pop.iloc[:2000].reset_index(drop=True), pop.iloc[2000:].reset_index(drop=True)
+    a = KDEMembershipAttack()
+    r = a.evaluate(train, train.copy(), holdout, rng=0)
+    assert (a.test_distances_[a.test_labels_ == 1] == 0).all()
+    # q from the records themselves: test non-members with an exact duplicate in R
+    schema = common_schema(train, train, holdout)
+    dn = a.test_distances_[a.test_labels_ == 0]
+    q = float(np.mean(dn == 0))
+    assert 0.2 < q < 0.99  # the population has many duplicates: the oracle is not trivial
+    assert math.isclose(r.metrics["auc"], 1 - q / 2, rel_tol=0, abs_tol=1e-12)
+    # distance 0 is exactly an exact duplicate in R (count_matches on the tables), and q is about the population's share
+    dup = count_matches(holdout, train, schema=schema) > 0
+    assert np.array_equal(a.distances(holdout) == 0, dup)
+    assert math.isclose(float(dup.mean()), q, abs_tol=0.06)
+
+
+def test_oracle_independent(leak):
+    s = leak[0.0]
+    r = KDEMembershipAttack().evaluate(s.train, s.synthetic, s.control, rng=1)
+    assert abs(r.metrics["auc"] - 0.5) < 0.06 and r.ci_low == 0.0
+    assert r.metrics["ks_pvalue"] > 0.01
+
+
+@pytest.mark.parametrize("f", [0.5, 1.0])
+def test_realistic_monotone_and_auc_of_distance(leak, f):
+    s = leak[f]
+    a = KDEMembershipAttack("realistic")
+    r = a.evaluate(s.train, s.synthetic, s.control, rng=0)
+    o = np.argsort(a.test_distances_, kind="stable")
+    assert np.all(np.diff(r.scores[o]) <= 1e-12)
+    assert np.all(np.diff(a.test_log_odds_[o]) <= 1e-9)
+    np.testing.assert_allclose(a.sweep_["auc"].dropna(), roc_auc_score(a.test_labels_, -a.test_distances_), atol=1e-12)
+
+
+def test_true_beats_nothing_and_ranks_leaks(leak):
+    aucs = [KDEMembershipAttack().evaluate(s.train, s.synthetic, s.control, rng=0).metrics["auc"] for s in leak.values()]
+    assert aucs[0] < aucs[1] < aucs[2] and aucs[2] > 0.99
+
+
+def test_result_fields_and_unresolved_fpr(leak):
+    s = leak[0.5]
+    r = KDEMembershipAttack().evaluate(s.train, s.synthetic, s.control, rng=0)
+    m = r.metrics
+    n_neg = m["n_test_non_members"]
+    assert n_neg == 450
+    for lv in (1e-1, 1e-2):
+        assert 0 <= m[f"tpr@{lv:g}_low"] <= m[f"tpr@{lv:g}"] <= m[f"tpr@{lv:g}_high"] <= 1
+    for lv in (1e-3, 1e-4, 1e-5, 1e-6):  # below 1 / 450: unresolved
+        assert math.isnan(m[f"tpr@{lv:g}"])
+    assert math.isclose(r.value, max(0.0, 2 * m["auc"] - 1))
+    assert set(np.unique(r.labels)) == {0, 1} and ((r.scores >= 0) & (r.scores <= 1)).all()
+    assert math.isclose(m["accuracy"], float(np.mean((r.scores >= 0.5) == (r.labels == 1))))
+    assert math.isclose(m["f1_baseline"], 2 / 3)
+
+
+def test_balance_and_prior(leak):
+    s = leak[0.5]
+    a = KDEMembershipAttack(balance=0.2, prior=None)
+    a.evaluate(s.train, s.synthetic, s.control, rng=0)
+    share = a.test_labels_.mean()
+    assert abs(share - 0.2) < 0.01 and a.prior_ == 0.2
+    p = KDEMembershipAttack().fit(s.train, s.synthetic, s.control, rng=0)
+    lo = KDEMembershipAttack(prior=0.1).fit(s.train, s.synthetic, s.control, rng=0)
+    assert (lo.predict_proba(s.control.iloc[:50]) <= p.predict_proba(s.control.iloc[:50]) + 1e-15).all()
+
+
+def test_method1_counts():
+    t = method1(np.arange(10) / 10, np.r_[0.0, 0.05, 0.5, 0.95], np.r_[1, 0, 1, 0], percentiles=(10, 50, 90))
+    ref = []
+    for p in (10, 50, 90):
+        tau = np.percentile(np.arange(10) / 10, p)
+        pred = np.r_[0.0, 0.05, 0.5, 0.95] <= tau
+        ref.append(int(np.sum(pred & (np.r_[1, 0, 1, 0] == 1))))
+    assert t["tp"].tolist() == ref
+
+
+def test_contract_and_registry(leak):
+    s = leak[0.5]
+    assert check_metric(KDEMembershipAttack(), s.train, s.synthetic, s.control)
+    assert check_metric(KDEMembershipAttack("realistic", threshold=50), s.train, s.synthetic, s.control)
+    assert isinstance(METRICS.make("kde_membership", variant="realistic"), KDEMembershipAttack)
+
+
+def test_deterministic_across_threads(leak):
+    s = leak[0.5]
+    a = KDEMembershipAttack(n_jobs=1).evaluate(s.train, s.synthetic, s.control, rng=3)
+    b = KDEMembershipAttack(n_jobs=2).evaluate(s.train, s.synthetic, s.control, rng=3)
+    assert np.array_equal(a.scores, b.scores) and a.to_row() == b.to_row() or pd.DataFrame([a.to_row()]).equals(pd.DataFrame([b.to_row()]))
+
+
+def test_errors(leak):
+    s = leak[0.5]
+    with pytest.raises(ValueError, match="empty"): KDEMembershipAttack().evaluate(s.train.iloc[:0], s.synthetic, s.control)
+    with pytest.raises(ValueError, match="empty"): KDEMembershipAttack().evaluate(s.train, s.synthetic, s.control.iloc[:0])
+    with pytest.raises(ValueError, match="lacks the column"):
+        KDEMembershipAttack().evaluate(s.train, s.synthetic.drop(columns="age"), s.control)
+    for bad in (0, 100, -5, 150):
+        with pytest.raises(ValueError, match="threshold"): KDEMembershipAttack("realistic", threshold=bad)
+    with pytest.raises(ValueError, match="realistic"): KDEMembershipAttack(threshold=50)
+    with pytest.raises(ValueError, match="variant"): KDEMembershipAttack("oracle")
+    with pytest.raises(ValueError, match="control"): KDEMembershipAttack().evaluate(s.train, s.synthetic, None)
+    # a percentile that leaves one supposed group empty: S copies R, more than 60 % of the distances are 0
+    pop = _categorical(1000, n_cols=2, card=2, seed=1)
+    with pytest.raises(ValueError, match="supposed group is empty"):
+        KDEMembershipAttack("realistic", threshold=10).evaluate(pop.iloc[:500], pop.iloc[:500], pop.iloc[500:])
+
+
+def test_cli(tmp_path, leak):
+    from achilles.cli import main
+    s = leak[0.5]
+    paths = {}
+    for k in ("train", "synthetic", "control"):
+        paths[k] = tmp_path / f"{k}.csv"; getattr(s, k).to_csv(paths[k], index=False)
+    store = tmp_path / "r.sqlite"
+    base = ["kde", "--train", str(paths["train"]), "--synthetic", str(paths["synthetic"]), "--holdout", str(paths["control"])]
+    assert main(base + ["--variant", "realistic", "--results", str(store)]) == 0
+    from achilles.core.results import ResultsStore
+    rows = ResultsStore(store).read(kind="metric")
+    assert len(rows) == 1 and rows["item"].iloc[0] == "kde_membership_realistic" and 0 <= rows["value"].iloc[0] <= 1
+    assert main(base + ["--variant", "realistic", "--threshold", "120", "--results", ""]) == 2
+    assert main(base[:-2] + ["--results", ""]) == 2  # no holdout
