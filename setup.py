@@ -23,9 +23,12 @@ py_versions = "3.10 3.11 3.12 3.13".split()
 lic = licenses.get(cfg["license"].lower(), (cfg["license"], None))
 min_python = cfg["min_python"]
 requirements = cfg.get("requirements", "").split()
-dev_requirements = cfg.get("dev_requirements", "").split()
-lab_requirements = cfg.get("lab_requirements", "").split()
-bench_requirements = cfg.get("bench_requirements", "").split()
+# Extras, each from `<name>_requirements` in settings.ini: nn (torch, for the target-attention attack), sdv and dp (the
+# generator adapters), docs and dev (everything the notebooks and tests need), lab, bench (reference baselines), and
+# all (every extra but bench, whose baselines are only for `achilles bench`).
+EXTRAS = ("nn", "sdv", "dp", "docs", "dev", "lab", "bench")
+extras = {name: cfg.get(f"{name}_requirements", "").split() for name in EXTRAS}
+extras["all"] = sorted({r for name, reqs in extras.items() if name != "bench" for r in reqs})
 console_scripts = cfg.get("console_scripts", "").split()
 
 setuptools.setup(
@@ -43,7 +46,7 @@ setuptools.setup(
     include_package_data=True,
     package_data={"achilles": ["datasets/*.gz", "datasets/*.json"]},
     install_requires=requirements,
-    extras_require={"dev": dev_requirements, "lab": lab_requirements, "bench": bench_requirements},
+    extras_require=extras,
     dependency_links=cfg.get("dep_links", "").split(),
     python_requires=">=" + cfg["min_python"],
     long_description=open("README.md", encoding="utf-8").read(),

@@ -44,14 +44,14 @@ def toy_schema(df):
 
 def test_registry_names_and_classes(train):
     df, schema = train
-    assert sorted(GENERATORS) == sorted(NAMES)
+    assert set(NAMES) <= set(GENERATORS)  # the native ones; adapters to other libraries come on top
     expected = dict(identity=Identity, independent=IndependentMarginals, baynet=BayNet, privbayes=PrivBayes, synthpop=SynthPop)
     for name in NAMES:
         g = make_generator(name, schema)
         assert isinstance(g, Generator) and type(g) is expected[name]
         assert g.schema is schema
-    with pytest.raises(ValueError, match="'ctgan' is not registered"):
-        make_generator("ctgan", schema)
+    with pytest.raises(ValueError, match="'no-such-model' is not registered"):
+        make_generator("no-such-model", schema)
     with pytest.raises(TypeError, match=r"\['eps'\]"):
         make_generator("privbayes", schema, eps=1.0)
     with pytest.raises(KeyError, match="not registered"):

@@ -82,6 +82,15 @@ GENERATORS.register("baynet", "achilles.generators.baynet:BayNet",
 GENERATORS.register("privbayes", "achilles.generators.baynet:PrivBayes", summary="epsilon-differentially private BayNet (Zhang et al. 2017)")
 GENERATORS.register("synthpop", "achilles.generators.synthpop:SynthPop",
                     summary="sequential CART, one column at a time (R synthpop's method, numba trees)")
+GENERATORS.register("external", "achilles.generators.external:ExternalGenerator",
+                    summary="any generator run in another Python environment through files (script= or module=, python= or env_var=)")
+for _name, _cls, _extra, _what in [
+        ("ctgan", "CTGAN", "sdv", "CTGAN (ctgan library)"), ("tvae", "TVAE", "sdv", "TVAE (ctgan library)"),
+        ("gaussiancopula", "GaussianCopula", "sdv", "SDV's Gaussian copula"), ("copulagan", "CopulaGAN", "sdv", "SDV's CopulaGAN"),
+        ("aim", "AIM", "dp", "AIM, (epsilon, delta)-DP (smartnoise-synth)"), ("mst", "MST", "dp", "MST, (epsilon, delta)-DP (smartnoise-synth)")]:
+    _env = "ACHILLES_SDV_PYTHON" if _extra == "sdv" else "ACHILLES_SMARTNOISE_PYTHON"
+    GENERATORS.register(_name, f"achilles.generators.adapters:{_cls}", extra=_extra,
+                        summary=f"{_what}, run in its own venv: set ${_env} (recipe: achilles.generators.adapters.VENV_RECIPES)")
 
 def make_generator(name: str,  # a key of `GENERATORS`
                    schema: Schema,  # schema of the data it will be fitted on

@@ -57,7 +57,7 @@ BENCHES.register("attack", "achilles.perf.attacks:bench_attack",
                  summary="one record end to end (selection, generation, features, classifier) against the paper's hours")
 BENCHES.register("neighbours", "achilles.perf.neighbours:bench_neighbours",
                  summary="V_5 and Gower k=1 through the neighbour engine against today's V_k kernel, scikit-learn and anonymeter's algorithm")
-BENCHES.register("target-attention", "achilles.perf.attacks:bench_target_attention",
+BENCHES.register("target-attention", "achilles.perf.attacks:bench_target_attention", extra="nn",
                  summary="target-attention preprocessing against pandas, and training time per epoch")
 BENCHES.register("kde", "achilles.perf.kde:bench_kde",
                  summary="the KDE membership attack at the paper's census size (569,741 records, a BayNet population) against sklearn NearestNeighbors and scipy gaussian_kde")

@@ -18,7 +18,7 @@ __all__ = ['ATTACKS', 'make_attack']
 ATTACKS = Registry("attack")
 ATTACKS.register("query", "achilles.shadow.query_attack:QueryAttack",
                  summary="counting-query features of all 2^F attribute subsets + a random forest (Houssiau et al.; Achilles Sec. 5.1)")
-ATTACKS.register("target-attention", "achilles.shadow.target_attention:TargetAttentionAttack",
+ATTACKS.register("target-attention", "achilles.shadow.target_attention:TargetAttentionAttack", extra="nn",
                  summary="attention set classifier over the 100 synthetic records closest to the target (Achilles Sec. 5.2)")
 
 def make_attack(name: str,  # a name in `ATTACKS`

@@ -12,9 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
+try:
+    import torch
+    from torch import nn
+except ImportError as _e:  # the base install has no torch: say how to get it
+    raise ImportError("achilles.shadow.target_attention (the target-attention attack) needs torch, which the base install "
+                      "leaves out: pip install 'achilles[nn]' (on a machine without a GPU, first: "
+                      "pip install torch --index-url https://download.pytorch.org/whl/cpu)", name="torch") from _e
 from numba import njit, prange
-from torch import nn
 from tqdm.auto import tqdm
 
 from ..core.base import MembershipAttack
