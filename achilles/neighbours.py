@@ -15,7 +15,7 @@ from numba import njit, prange
 from .core.data import Schema
 from .core.runtime import limit_threads
 from .core.validate import check_bool, check_float, check_int, check_n_jobs
-from .distance import COSINE, EUCLIDEAN, GOWER, HAMMING, MINKOWSKI, SPHERE, Metric, _powp, _rootp, get_metric
+from .distance import COSINE, EUCLIDEAN, GOWER, HAMMING, MINKOWSKI, SPHERE, Metric, _powp, _rootp, _sqnorms, get_metric
 
 # %% auto #0
 __all__ = ['MISSING_CODE', 'NeighbourData', 'nearest', 'count_within', 'count_matches']
@@ -405,16 +405,9 @@ def _check_missing(m: Metric, t: NeighbourData, cat_pos, cont_pos, name) -> np.n
                          f"to a missing value (gower and hamming do: a missing value differs from everything)")
     return km
 
-@njit(cache=True)
 def _sqnorms_T(cont):
-    "Squared norm of each row (column of `cont`, column-major), summed in column order as `distance._sqnorms` does."
-    D, n = cont.shape
-    out = np.zeros(n)
-    for i in range(n):
-        s = 0.0
-        for f in range(D): s += cont[f, i] * cont[f, i]
-        out[i] = s
-    return out
+    "Squared norm of each row of a column-major `cont` [D, n]: `distance._sqnorms` on the transpose (same summation order)."
+    return _sqnorms(np.ascontiguousarray(cont.T))
 
 def _same_table(q: NeighbourData, r: NeighbourData) -> bool:
     return q is r or (q.n == r.n and np.array_equal(q.cat, r.cat) and np.array_equal(q.cont, r.cont, equal_nan=True))
