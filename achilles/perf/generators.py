@@ -17,7 +17,7 @@ from ..generators import GENERATORS, make_generator
 from . import machine_line
 
 # %% auto #0
-__all__ = ['BENCH_GENERATORS', 'one_core', 'bench_generators']
+__all__ = ['BENCH_GENERATORS', 'ADAPTERS', 'one_core', 'bench_generators', 'bench_adapters']
 
 # %% ../../nbs/50_perf/52_generators.ipynb #91a58c36
 _DS_SCRIPT = r'''
@@ -177,6 +177,7 @@ def bench_generators(n_train: int = 1000,  # training records
                      ds_python: str | None = None,  # interpreter with DataSynthesizer, if not this one
                      sp_python: str | None = None,  # interpreter with hazy's py-synthpop (pandas<2); or $ACHILLES_SYNTHPOP_PYTHON
                      seed: int = 0,
+                     adapters: bool = True,  # also time the other libraries' generators whose environments are set
                      ) -> dict:
     "Time fit + sample of each generator (one core) against DataSynthesizer, and shadow-fitting throughput with joblib."
     if verbose: print(machine_line())
@@ -240,6 +241,7 @@ def bench_generators(n_train: int = 1000,  # training records
                            load_average=(load0, os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))),
                times=times, baseline=base, ratios=ratios, throughput=thr, skipped=skipped)
     if verbose: _print_bench(res)
+    if adapters and generator is None: res["adapters"] = bench_adapters(n_train, verbose=verbose, seed=seed)
     return res
 
 # %% ../../nbs/50_perf/52_generators.ipynb #d61f1493
@@ -266,3 +268,36 @@ def _print_bench(res):
             print(f"shadow datasets with joblib (loky, {c['jobs']} workers), {c['n_shadow']:,} datasets of {c['n_sample']:,} records:")
             print(pd.DataFrame(res["throughput"]).round(2).to_string(index=False), "\n")
     for s in res["skipped"]: print("skipped:", s)
+
+# %% ../../nbs/50_perf/52_generators.ipynb #9e140925
+ADAPTERS = {"ctgan": dict(epochs=10), "tvae": dict(epochs=10), "copulagan": dict(epochs=10), "gaussiancopula": {},
+            "aim": dict(epsilon=1.0), "mst": dict(epsilon=1.0)}
+
+def bench_adapters(n: int = 1000,  # training and synthetic records
+                   adapters: dict | None = None,  # name -> params (default `ADAPTERS`)
+                   verbose: bool = True, seed: int = 0) -> pd.DataFrame:
+    "One fit + sample per adapter whose environment is set, beside BayNet; seconds, seconds per epoch, and the cost of a game."
+    from achilles.generators.external import ExternalGenerator
+    df, schema = load_dataset("adult")
+    train = df.sample(n, random_state=seed).reset_index(drop=True)
+    rows, skipped = [], []
+    make_generator("baynet", schema).fit_sample(train, n, rng=seed)  # warm: numba kernels compiled or loaded
+    t0 = time.perf_counter(); make_generator("baynet", schema).fit_sample(train, n, rng=seed); base = time.perf_counter() - t0
+    for name, params in (adapters if adapters is not None else ADAPTERS).items():
+        if name not in GENERATORS: skipped.append(f"{name}: not registered"); continue
+        g = make_generator(name, schema, **params)
+        if isinstance(g, ExternalGenerator):
+            try: g._interpreter()
+            except (ValueError, FileNotFoundError) as e: skipped.append(f"{name}: {e}"); continue
+        t0 = time.perf_counter(); g.fit_sample(train, n, rng=seed); sec = time.perf_counter() - t0
+        ep = params.get("epochs")
+        rows.append(dict(generator=name, params=json.dumps(params), seconds=sec, seconds_per_epoch=sec / ep if ep else float("nan"),
+                         vs_baynet=sec / base, quick_game_hours=1200 * sec / 3600, paper_game_hours=4200 * sec / 3600))
+    t = pd.DataFrame(rows, columns=["generator", "params", "seconds", "seconds_per_epoch", "vs_baynet", "quick_game_hours",
+                                    "paper_game_hours"])
+    if verbose:
+        print(f"adapters: one fit + sample of {n:,} Adult records each (subprocess included); BayNet in the same run: {base:.3f} s")
+        if len(t): print(t.round(3).to_string(index=False))
+        for s in skipped: print("skipped:", s)
+        print("(game hours: 1,200 fits for the quick profile, 4,200 for the paper's, on one process; divide by --jobs)")
+    return t
