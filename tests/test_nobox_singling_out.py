@@ -290,19 +290,7 @@ def test_too_few_queries_warns():
 
 
 # --- agreement with anonymeter ----------------------------------------------------------------------------------------------
-def _anonymeter_cases(evaluation):
-    "Per leak fraction of the committed anonymeter reference: (our rebuilt setting, the evaluation's parameters, risk, CI)."
-    if not REFERENCE.exists(): pytest.skip(f"{REFERENCE} is not there (anonymeter's results on the leaky Adult data)")
-    from reference import fingerprint, load_reference
-    ref = load_reference()
-    adult, st = load_adult(), ref["setting"]
-    for case in ref["settings"].values():
-        e = case["anonymeter"]["evaluations"].get(evaluation)
-        if e is None or "error" in e: pytest.fail(f"the reference has no result for {evaluation!r}: {e}")
-        s = leaky_setting(adult, case["fraction"], n_train=st["n_train"], n_control=st["n_control"], rng=st["rng"])
-        for k in ("train", "synthetic", "control"):  # the very tables anonymeter saw
-            assert fingerprint(getattr(s, k)) == case["fingerprints"][k], f"f={case['fraction']}: {k} differs from the reference's"
-        yield s, e["parameters"], e["risk"], e["risk_ci"]
+from reference import anonymeter_cases as _anonymeter_cases  # shared with the other anonymeter comparisons
 
 
 @pytest.mark.parametrize("evaluation", ["singling_out_univariate", "singling_out_multivariate"])
