@@ -16,8 +16,8 @@ from .core.runtime import atomic_write
 from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'cmd_kde', 'registry',
-           'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
+__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench',
+           'registry', 'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -217,6 +217,31 @@ def cmd_kde(args) -> int:
         print(f"stored 1 row (kind metric, run {run}) in {args.results}")
     return 0
 
+# %% ../nbs/50_perf/59_cli.ipynb #a5ad2040
+def cmd_riskbench(args) -> int:
+    "Sweep one risk model over its levels, run the no-box metrics on each release, store one row per metric; resumes."
+    from achilles.experiments.riskbench import run_riskbench
+    check_n_jobs("--jobs", args.jobs)
+    levels = [float(v) for v in args.levels.split(",") if v.strip()] if args.levels else None
+    dataset = str(args.csv) if getattr(args, "csv", None) else args.dataset
+    store = args.results or None
+    if store:
+        for i in _inputs(args):
+            if Path(store).exists() and Path(store).resolve() == i.resolve(): raise ValueError(f"--results={store!r} is an input file")
+    print(f"achilles riskbench: {dataset}, risk model {args.risk_model}, generator {args.generator or 'none'}, "
+          f"{args.replicates} replicate(s), n_train {args.n_train:,}, seed {args.seed}", flush=True)
+    t0 = time.perf_counter()
+    rows = run_riskbench(dataset, args.risk_model, generator=args.generator, generator_params=parse_params(args.params), levels=levels,
+                         metrics=args.metrics, replicates=args.replicates, n_train=args.n_train, secret=args.secret,
+                         model_params=parse_params(args.model_params), utility=not args.no_utility, data_path=args.path,
+                         store=store, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+    if args.quiet and len(rows):  # the progress bar and the table are off with --quiet; the table is the command's result
+        from achilles.experiments.riskbench import summary_table
+        print(summary_table(rows).to_string(float_format=lambda v: f"{v:.4f}"))
+    print(f"{len(rows)} rows (kind metric, run {rows['run_id'].iloc[0] if len(rows) else '-'})"
+          + (f" in {store}" if store else " (not stored)") + f"; {time.perf_counter() - t0:.1f} s")
+    return 0
+
 # %% ../nbs/50_perf/59_cli.ipynb #1ec0c1a8
 REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "datasets": ("achilles.core.data", "DATASETS"),
@@ -225,6 +250,8 @@ REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "generators": ("achilles.generators", "GENERATORS"),
     "attacks": ("achilles.shadow", "ATTACKS"),
     "metrics": ("achilles.nobox", "METRICS"),
+    "risk_models": ("achilles.experiments.riskbench", "RISK_MODELS"),
+    "utility": ("achilles.fidelity", "UTILITY"),
     "benches": ("achilles.perf", "BENCHES"),
 }
 
@@ -353,6 +380,22 @@ def build_parser() -> argparse.ArgumentParser:
     kd.add_argument("--seed", type=int, default=0); kd.add_argument("--jobs", type=int, default=None)
     kd.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
     kd.set_defaults(func=cmd_kde)
+
+    rb = sub.add_parser("riskbench", help="the risk-insertion benchmark: insert known risk (leaky, overfit, dp, outliers, canary) and run every metric")
+    data_opts(rb)
+    rb.add_argument("--risk-model", default="leaky", help="leaky, overfit, dp, outliers or canary (see `achilles list risk_models`)")
+    rb.add_argument("--generator", default=None, help="the generator the risk model trains (every model but leaky): e.g. synthpop, baynet, privbayes")
+    rb.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
+    rb.add_argument("--model-params", default=None, help="the risk model's parameters, e.g. overfit=1.6 (outliers), n_canaries=50 (canary)")
+    rb.add_argument("--levels", default=None, help="comma-separated levels (default: the paper's: f_l 0..1, f_o 1..2, epsilon 1..100, x 0..10)")
+    rb.add_argument("--metrics", default=None, help="metric specs, e.g. ims,dcr,knn_dcr(k=3) (default: every metric)")
+    rb.add_argument("--replicates", type=int, default=1); rb.add_argument("--n-train", type=int, default=10_000, help="training records (default 10,000)")
+    rb.add_argument("--secret", default=None, help="the column the inference attacks target")
+    rb.add_argument("--no-utility", action="store_true", help="skip the utility score (real-vs-synthetic classifier) of each release")
+    rb.add_argument("--seed", type=int, default=0); rb.add_argument("--jobs", type=int, default=1, help="parallel releases (processes)")
+    rb.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; reruns resume); '' to store nothing")
+    rb.add_argument("--quiet", action="store_true")
+    rb.set_defaults(func=cmd_riskbench)
 
     from achilles.perf import BENCHES
     ls = sub.add_parser("list", help="list what is registered: " + ", ".join(REGISTRIES))

@@ -61,7 +61,7 @@ def test_registry_names_and_classes(train):
 def test_init_only_stores(train):
     df, schema = train
     g = PrivBayes(schema, epsilon=-3, degree="x")  # invalid, but __init__ does not validate
-    assert g.get_params() == {"epsilon": -3, "degree": "x", "histogram_bins": 10}
+    assert g.get_params() == {"epsilon": -3, "degree": "x", "histogram_bins": 10, "smoothing": 0.0}
     assert not any(k.endswith("_") for k in vars(g))
     with pytest.raises(ValueError, match="degree='x'"):
         g.fit(df)

@@ -27,9 +27,12 @@ def to_discrete(enc: Encoded, schema: Schema, bins: int) -> np.ndarray:
     X = np.empty((enc.n, len(schema)), dtype=np.int32)
     X[:, schema.cat_idx] = enc.cat
     if len(schema.continuous):
-        b = np.floor(np.clip(enc.cont, 0.0, 1.0) * bins).astype(np.int32)
-        X[:, schema.cont_idx] = np.minimum(b, bins - 1)
+        X[:, schema.cont_idx] = _bin_values(enc.cont, bins)
     return X
+
+def _bin_values(v: np.ndarray, bins: int) -> np.ndarray:
+    "Scaled values in [0, 1] -> int32 bin indices in [0, bins - 1] (equal-width; 1.0 falls in the last bin)."
+    return np.minimum(np.floor(np.clip(v, 0.0, 1.0) * bins).astype(np.int32), bins - 1)
 
 def from_discrete(X: np.ndarray, schema: Schema, bins: int, rng: np.random.Generator) -> Encoded:
     "`int32[n, d]` -> Encoded: continuous bins become values drawn uniformly inside the bin (one draw per value)."
@@ -39,6 +42,27 @@ def from_discrete(X: np.ndarray, schema: Schema, bins: int, rng: np.random.Gener
 
 def _check_bins(bins):
     return check_int("histogram_bins", bins, lo=1)
+
+# %% ../../nbs/20_generators/20_generators.ipynb #3255b749
+def _heldout_encoded(data,  # a DataFrame with the schema's columns, or an `Encoded`
+                     schema: Schema,  # the generator's schema
+                     name: str = "df",  # the argument's name, for error messages
+                     out_of_range: str = "error",  # continuous values outside the schema's range: "error" or "clip"
+                     ) -> Encoded:
+    "Records to score: encoded with `schema`, every category in its domain and (unless clipped) every value in its range."
+    if out_of_range not in ("error", "clip"):
+        raise ValueError(f"out_of_range={out_of_range!r} is not allowed; use one of ('error', 'clip')")
+    if not isinstance(data, (pd.DataFrame, Encoded)):
+        raise TypeError(f"{name} must be a pandas DataFrame or an achilles.core.data.Encoded, got {type(data).__name__}")
+    enc = as_encoded(data, schema, name, unseen="error", out_of_range=out_of_range, allow_unseen=False)
+    if isinstance(data, Encoded) and enc.cont.size:
+        bad = (enc.cont < 0.0) | (enc.cont > 1.0)
+        if bad.any():
+            if out_of_range == "clip": return Encoded(enc.cat, np.clip(enc.cont, 0.0, 1.0))
+            r, j = np.argwhere(bad)[0]
+            raise ValueError(f"{name}: column {schema.continuous[j]!r} has the scaled value {enc.cont[r, j]!r} at row {r}, "
+                             "outside the schema's range [0, 1]; pass out_of_range='clip'")
+    return enc
 
 # %% ../../nbs/20_generators/20_generators.ipynb #04f393b7
 class Identity(Generator):

@@ -14,8 +14,8 @@ from numba import njit
 
 from ..core.data import Schema
 from ..core.base import Generator
-from . import to_discrete, from_discrete, discrete_cardinalities, _check_bins
-from ..core.validate import check_int
+from . import to_discrete, from_discrete, discrete_cardinalities, _check_bins, _heldout_encoded
+from ..core.validate import check_int, check_float
 
 # %% auto #0
 __all__ = ['MAX_TABLE_CELLS', 'BayNet', 'mi_sensitivity', 'PrivBayes']
@@ -89,9 +89,10 @@ def _ancestral_sample(order, parents, n_par, cards, cum, offsets, u):
     return out
 
 # %% ../../nbs/20_generators/21_baynet.ipynb #676385d9
-def _conditional(joint: np.ndarray, card: int) -> np.ndarray:
-    "Joint counts (flat, child last) -> conditional probabilities [configs, card]; empty configurations become uniform."
+def _conditional(joint: np.ndarray, card: int, alpha: float = 0.0) -> np.ndarray:
+    "Joint counts (flat, child last) -> conditional probabilities [configs, card], `alpha` added to every (clipped) count; empty configurations become uniform."
     J = np.maximum(joint.reshape(-1, card), 0.0)
+    if alpha > 0: J = J + alpha
     s = J.sum(axis=1, keepdims=True)
     return np.where(s > 0, J / np.where(s > 0, s, 1.0), 1.0 / card)
 
@@ -108,14 +109,28 @@ def _pack(conds: list, parents: list, cards: np.ndarray):
     offsets = np.zeros(d, np.int64); offsets[1:] = np.cumsum([c.size for c in cums])[:-1]
     return par, n_par, np.ascontiguousarray(np.concatenate(cums)), offsets
 
+def _count_tables(joints: list, order, parents: list, cards: np.ndarray) -> list:
+    "The clipped count table [configs, card] of each attribute, from the joints of the attributes at positions k..d-1 of `order`."
+    d = len(order); k = d - len(joints)
+    counts = [None] * d
+    for t, joint in zip(range(k, d), joints):
+        a = order[t]
+        counts[a] = np.maximum(joint, 0.0).reshape(-1, cards[a])
+        if t == k:  # the first k attributes: marginals of this joint (its parents are exactly order[:k])
+            J = counts[a].reshape([cards[c] for c in list(parents[a]) + [a]])
+            for j in range(k):
+                counts[order[j]] = J.sum(axis=tuple(range(j + 1, k + 1))).reshape(-1, cards[order[j]])
+    return counts
+
 # %% ../../nbs/20_generators/21_baynet.ipynb #ad287c72
 class BayNet(Generator):
     "Bayesian network with at most `degree` parents per attribute, structure by greedy mutual information, tables by counts."
     def __init__(self, schema: Schema,
                  degree: int = 1,  # maximum number of parents of an attribute
                  histogram_bins: int = 10,  # equal-width bins over the schema range for continuous columns
+                 smoothing: float = 0.0,  # pseudo-count α >= 0 added to every cell of each conditional count table
                  ):
-        self.schema = schema; self.degree = degree; self.histogram_bins = histogram_bins
+        self.schema = schema; self.degree = degree; self.histogram_bins = histogram_bins; self.smoothing = smoothing
 
 # %% ../../nbs/20_generators/21_baynet.ipynb #2226f0ca
 MAX_TABLE_CELLS = 2 ** 27  # the largest conditional table fit may count: 1 GiB of float64 counts
@@ -146,6 +161,7 @@ def _check_table_size(cards, degree: int, bins: int) -> None:
 def _check_params(self: BayNet):
     bins = _check_bins(self.histogram_bins)
     degree = check_int("degree", self.degree, lo=0, hi=len(self.schema) - 1)
+    check_float("smoothing", self.smoothing, lo=0.0)
     _check_table_size(discrete_cardinalities(self.schema, bins), degree, bins)
 
 @patch
@@ -184,23 +200,17 @@ def _fit(self: BayNet, enc, rng):
     d = X.shape[1]; k = min(self.degree, d - 1)
     self.cards_ = cards
     order, parents = self._structure(X, cards, k, rng)
-    conds = [None] * d
     self.noisy_joints_ = []
     for t in range(k, d):
         a = order[t]
         cols = np.array(list(parents[a]) + [a], np.int64)
-        joint = self._perturb(_joint_counts(X, cols, cards), rng)
-        self.noisy_joints_.append(joint)
-        conds[a] = _conditional(joint, cards[a])
-        if t == k:  # the first k attributes: marginals of this joint (its parents are exactly order[:k])
-            J = np.maximum(joint, 0.0).reshape([cards[c] for c in cols])
-            for j in range(k):
-                M = J.sum(axis=tuple(range(j + 1, k + 1)))
-                conds[order[j]] = _conditional(M.ravel(), cards[order[j]])
+        self.noisy_joints_.append(self._perturb(_joint_counts(X, cols, cards), rng))
     self.order_ = np.array(order, np.int64)
     self.parents_ = [tuple(int(p) for p in ps) for ps in parents]
-    self.conditionals_ = conds
-    self._packed = _pack(conds, self.parents_, cards)
+    alpha = float(self.smoothing)
+    self.conditionals_ = [_conditional(C, cards[a], alpha)
+                          for a, C in enumerate(_count_tables(self.noisy_joints_, order, self.parents_, cards))]
+    self._packed = _pack(self.conditionals_, self.parents_, cards)
 
 @patch
 def _sample(self: BayNet, n, rng):
@@ -231,8 +241,10 @@ class PrivBayes(BayNet):
                  epsilon: float = 1.0,  # total privacy budget (> 0; inf means no privacy, i.e. BayNet)
                  degree: int = 1,  # maximum number of parents of an attribute
                  histogram_bins: int = 10,  # equal-width bins over the schema range for continuous columns
+                 smoothing: float = 0.0,  # pseudo-count α >= 0 added to every noisy, clipped count before normalising
                  ):
         self.schema = schema; self.epsilon = epsilon; self.degree = degree; self.histogram_bins = histogram_bins
+        self.smoothing = smoothing
 
     def _check_params(self):
         super()._check_params()
@@ -260,3 +272,26 @@ class PrivBayes(BayNet):
     def _perturb(self, joint, rng):
         if self.noise_scale_ == 0: return joint
         return joint + rng.laplace(0.0, self.noise_scale_, size=joint.shape)
+
+# %% ../../nbs/20_generators/21_baynet.ipynb #9bc72b47
+@patch
+def log_likelihood(self: BayNet,
+                   df,  # records to score: a DataFrame with the schema's columns, or an `Encoded`
+                   smoothing: float | None = None,  # pseudo-count α >= 0; None: the model's own `smoothing`
+                   out_of_range: str = "error",  # continuous values outside the schema's range: "error" or "clip"
+                   ) -> np.ndarray:
+    "Natural log of the probability of each record's discretised cell under the fitted network: float64[n] (-inf where it is 0)."
+    self._check_fitted()
+    alpha = float(self.smoothing) if smoothing is None else check_float("smoothing", smoothing, lo=0.0)
+    X = to_discrete(_heldout_encoded(df, self.schema, "df", out_of_range), self.schema, self.histogram_bins)
+    cards = self.cards_
+    conds = (self.conditionals_ if alpha == float(self.smoothing) else
+             [_conditional(C, cards[a], alpha) for a, C in
+              enumerate(_count_tables(self.noisy_joints_, self.order_, self.parents_, cards))])
+    ll = np.zeros(X.shape[0], np.float64)
+    with np.errstate(divide="ignore"):
+        for a, P in enumerate(conds):
+            code = np.zeros(X.shape[0], np.int64)
+            for p in self.parents_[a]: code = code * cards[p] + X[:, p]
+            ll += np.log(P[code, X[:, a]])
+    return ll

@@ -13,7 +13,8 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ..core.data import Schema, Encoded
 from ..core.base import Generator
 from ..core.rng import int_seed
-from ..core.validate import check_int
+from ..core.validate import check_int, check_float
+from . import _heldout_encoded, _bin_values
 
 # %% auto #0
 __all__ = ['ENGINES', 'presort', 'SynthPop']
@@ -227,3 +228,44 @@ def n_leaves(self: SynthPop) -> list:
     "Number of leaves of each column's tree, in visit order (the first column has none)."
     self._check_fitted()
     return [int((t[0][0] < 0).sum()) if self.engine == "numba" else t[0].get_n_leaves() for t in self.trees_]
+
+# %% ../../nbs/20_generators/22_synthpop.ipynb #1ea3ab8d
+def _leaf_cell_counts(is_leaf, start, count, pool_cells, K):
+    "Per node, the donors of each cell: int64[nodes, K] (zero rows for internal nodes), from the contiguous leaf blocks of the pool."
+    leaves = np.flatnonzero(is_leaf)
+    leaves = leaves[np.argsort(start[leaves], kind="stable")]
+    node = np.repeat(leaves, count[leaves])  # the node of each pool position: leaf blocks tile the pool in start order
+    return np.bincount(node * K + pool_cells, minlength=len(start) * K).reshape(len(start), K)
+
+@patch
+def _cells(self: SynthPop, v: np.ndarray, j: int, bins: int) -> np.ndarray:
+    "Values of visited column j -> cell codes (category codes, or equal-width bins of a continuous column)."
+    return v.astype(np.int64) if self.columns_[j][0] else _bin_values(v, bins).astype(np.int64)
+
+@patch
+def log_likelihood(self: SynthPop,
+                   df,  # records to score: a DataFrame with the schema's columns, or an `Encoded`
+                   smoothing: float = 1.0,  # pseudo-count α >= 0 added to every cell of the first marginal and of each leaf
+                   bins: int = 10,  # equal-width bins over the schema range for continuous columns
+                   out_of_range: str = "error",  # continuous values outside the schema's range: "error" or "clip"
+                   ) -> np.ndarray:
+    "Natural log of the probability of each record's cells under the sequential CART model: float64[n] (-inf where it is 0)."
+    self._check_fitted()
+    alpha = check_float("smoothing", smoothing, lo=0.0); bins = check_int("bins", bins, lo=1)
+    enc = _heldout_encoded(df, self.schema, "df", out_of_range)
+    cols = self.columns_; n = enc.n
+    K = [int(self.schema.cardinalities[i]) if is_cat else bins for is_cat, i in cols]
+    F = np.asarray(self._features(enc, cols), order="C" if self.engine == "numba" else "F")
+    x = [self._cells(np.asarray(enc.cat[:, i] if is_cat else enc.cont[:, i], np.float64), j, bins)
+         for j, (is_cat, i) in enumerate(cols)]
+    with np.errstate(divide="ignore"):
+        c0 = np.bincount(self._cells(self.first_, 0, bins), minlength=K[0])
+        ll = np.log(c0[x[0]] + alpha) - np.log(self.first_.shape[0] + alpha * K[0])
+        for j, (tree, pool, start, count) in enumerate(self.trees_, start=1):
+            if self.engine == "numba": leaf, is_leaf = _cart_apply(*tree, F, j), tree[0] < 0
+            else:
+                leaf = tree.apply(F[:, :j], check_input=False) if n else np.zeros(0, np.int64)
+                is_leaf = tree.tree_.children_left < 0
+            tab = _leaf_cell_counts(is_leaf, start, count, self._cells(pool, j, bins), K[j])
+            ll += np.log(tab[leaf, x[j]] + alpha) - np.log(count[leaf] + alpha * K[j])
+    return ll
