@@ -17,7 +17,8 @@ from .core.validate import check_n_jobs
 
 # %% auto #0
 __all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench',
-           'registry', 'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
+           'cmd_audit', 'cmd_report', 'registry', 'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated',
+           'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -242,6 +243,70 @@ def cmd_riskbench(args) -> int:
           + (f" in {store}" if store else " (not stored)") + f"; {time.perf_counter() - t0:.1f} s")
     return 0
 
+# %% ../nbs/50_perf/59_cli.ipynb #aea0d581
+def cmd_audit(args) -> int:
+    "Audit every record of a release with one shared pool of shadow datasets; print the risk distribution and the riskiest records."
+    from achilles.shadow.audit import audit
+    check_n_jobs("--jobs", args.jobs)
+    gparams = parse_params(args.params)
+    _check_generator_params(args.generator, gparams)
+    records = args.records if args.records == "all" else int(args.records) if str(args.records).isdigit() else None
+    if records is None: raise ValueError(f"--records={args.records!r} must be 'all' or a number of records")
+    store = args.results or None
+    if store:
+        for i in _inputs(args):
+            if Path(store).exists() and Path(store).resolve() == i.resolve(): raise ValueError(f"--results={store!r} is an input file")
+    if args.out: check_output(args.out, _inputs(args), args.force)
+    df, schema = _load(args)
+    rows = audit(df, args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size, generator_params=gparams,
+                 schema=schema, subsets=args.subsets, classifier=args.classifier, store=store, cache_dir=args.cache_dir or None,
+                 rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+    auc = rows["auc"]
+    print(f"{len(rows)} records: AUC median {auc.median():.3f}; {int((auc > 0.8).sum())} records above 0.8, {int((auc > 0.9).sum())} above 0.9"
+          f"; {rows.attrs['seconds']['total']:.1f} s")
+    sel = [c for c in rows.columns if c.startswith("score_")]
+    if sel and len(rows) > 2:
+        print("Spearman correlation of each selector's score with the AUC: "
+              + ", ".join(f"{c[6:]} {rows[c].corr(auc, method='spearman'):+.3f}" for c in sel))
+    cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01"] + sel
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+        print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
+    if store: print(f"stored in {store} (kind audit, run {rows.attrs['run_id']})")
+    if args.out: atomic_write(args.out, rows.to_csv(index=False).encode()); print(f"written to {args.out}")
+    return 0
+
+# %% ../nbs/50_perf/59_cli.ipynb #b01a9fa0
+def cmd_report(args) -> int:
+    "The data custodian's report: audit, one release's no-box metrics, reasons and remedies; one self-contained HTML page."
+    from achilles.experiments.custodian import custodian_report
+    check_n_jobs("--jobs", args.jobs)
+    gparams = parse_params(args.params)
+    _check_generator_params(args.generator, gparams)
+    if args.data and args.csv: raise ValueError("pass --data or --csv (the same thing), not both")
+    data = args.data or args.csv
+    if data and not Path(data).is_file(): raise FileNotFoundError(f"--data={str(data)!r}: no such file")
+    inputs = _inputs(args) + ([Path(data)] if data else [])
+    check_output(args.out, inputs, args.force)
+    store = args.results or None
+    if store and any(Path(store).exists() and Path(store).resolve() == i.resolve() for i in inputs if i.exists()):
+        raise ValueError(f"--results={store!r} is an input file")
+    if data: (df, schema), name = load_dataset(str(data), types=parse_types(args.types)), f"file:{Path(data).name}"
+    else: (df, schema), name = load_dataset(args.dataset, path=args.path), args.dataset
+    print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {args.records} records audited with "
+          f"{args.n_datasets} datasets of {args.dataset_size}, seed {args.seed}", flush=True)
+    rep = custodian_report(df, schema, args.generator, gparams, records=args.records, n_datasets=args.n_datasets,
+                           dataset_size=args.dataset_size, top=args.top, remedy_top=args.remedy_top, rng=args.seed, n_jobs=args.jobs,
+                           store=store, cache_dir=args.cache_dir or None, name=name, verbose=not args.quiet)
+    print(rep.summary())
+    with pd.option_context("display.width", 250, "display.max_colwidth", 140, "display.float_format", "{:.3f}".format):
+        print(rep.top.drop(columns=["why"]).to_string(index=False))
+        print("why:\n" + "\n".join(f"{r:>5}  record {i}: {w}" for r, i, w in zip(rep.top["rank"], rep.top["record"], rep.top["why"])))
+        print(f"remove the {args.remedy_top} riskiest records: the next ones\n" + rep.remove.to_string(index=False))
+        print(f"suppress the rarest value of the {args.remedy_top} riskiest records\n" + rep.suppress.to_string(index=False))
+    rep.save(args.out, force=args.force)
+    print(f"written to {args.out} ({rep.config['seconds']['total']:.0f} s)")
+    return 0
+
 # %% ../nbs/50_perf/59_cli.ipynb #1ec0c1a8
 REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "datasets": ("achilles.core.data", "DATASETS"),
@@ -396,6 +461,41 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; reruns resume); '' to store nothing")
     rb.add_argument("--quiet", action="store_true")
     rb.set_defaults(func=cmd_riskbench)
+
+    au = sub.add_parser("audit", help="audit every record: per-record membership AUCs from one shared pool of shadow datasets")
+    data_opts(au)
+    au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
+    au.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
+    au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all'")
+    au.add_argument("--n-datasets", type=int, default=1000, help="synthetic datasets in the pool (each record is IN about half)")
+    au.add_argument("--dataset-size", type=int, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    au.add_argument("--subsets", type=int, default=256, help="counting queries per record (default 256)")
+    au.add_argument("--classifier", default="logistic", choices=["logistic", "rf"])
+    au.add_argument("--top", type=int, default=20, help="riskiest records to print")
+    au.add_argument("--seed", type=int, default=0); au.add_argument("--jobs", type=int, default=1)
+    au.add_argument("--results", default="results/achilles.sqlite", help="results store (kind audit; reruns resume); '' for none")
+    au.add_argument("--cache-dir", default=".achilles_cache", help="cache of synthetic datasets ('' for none)")
+    au.add_argument("--out", default=None, help="also write every record's row to this CSV"); au.add_argument("--force", action="store_true")
+    au.add_argument("--quiet", action="store_true")
+    au.set_defaults(func=cmd_audit)
+
+    rp = sub.add_parser("report", help="the data custodian's report: per-record risk, no-box metrics, reasons and remedies, as one HTML page")
+    data_opts(rp)
+    rp.add_argument("--data", default=None, help="your own CSV (header row) instead of --dataset (column types: --types)")
+    rp.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
+    rp.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
+    rp.add_argument("--records", type=int, default=200, help="records audited (a seeded random sample; default 200)")
+    rp.add_argument("--n-datasets", type=int, default=400, help="synthetic datasets in each audit's pool (default 400)")
+    rp.add_argument("--dataset-size", type=int, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    rp.add_argument("--top", type=int, default=20, help="riskiest records listed with reasons (default 20)")
+    rp.add_argument("--remedy-top", type=int, default=10, help="riskiest records the remedies remove / suppress (default 10)")
+    rp.add_argument("--out", required=True, help="the HTML page to write (never over an existing file without --force)")
+    rp.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never an input)")
+    rp.add_argument("--seed", type=int, default=0); rp.add_argument("--jobs", type=int, default=1)
+    rp.add_argument("--results", default="", help="results store for the audits (reruns resume); default: none")
+    rp.add_argument("--cache-dir", default="", help="cache of synthetic datasets; default: none")
+    rp.add_argument("--quiet", action="store_true")
+    rp.set_defaults(func=cmd_report)
 
     from achilles.perf import BENCHES
     ls = sub.add_parser("list", help="list what is registered: " + ", ".join(REGISTRIES))
