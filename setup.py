@@ -24,8 +24,8 @@ lic = licenses.get(cfg["license"].lower(), (cfg["license"], None))
 min_python = cfg["min_python"]
 requirements = cfg.get("requirements", "").split()
 # Extras, each from `<name>_requirements` in settings.ini: nn (torch, for the target-attention attack), sdv and dp (the
-# generator adapters), docs and dev (everything the notebooks and tests need), lab, bench (reference baselines), and
-# all (every extra but bench, whose baselines are only for `achilles bench`).
+# generator adapters), docs (the site's tools: MkDocs, see .ci/docs), dev (everything the notebooks and tests need), lab,
+# bench (reference baselines), and all (every extra but bench, whose baselines are only for `achilles bench`).
 EXTRAS = ("nn", "sdv", "dp", "docs", "dev", "lab", "bench")
 extras = {name: cfg.get(f"{name}_requirements", "").split() for name in EXTRAS}
 extras["all"] = sorted({r for name, reqs in extras.items() if name != "bench" for r in reqs})

@@ -17,8 +17,8 @@ from .core.validate import check_int
 from .distance import paper_metrics, vulnerability_scores
 
 # %% auto #0
-__all__ = ['SELECTORS', 'random_scores', 'rare_value_scores', 'loglikelihood_scores', 'distance_scores', 'Selection',
-           'rank_by_score', 'select_records']
+__all__ = ['SELECTORS', 'random_scores', 'rare_value_scores', 'loglikelihood_scores', 'distance_scores', 'rare_sampled_scores',
+           'Selection', 'rank_by_score', 'select_records']
 
 # %% ../nbs/10_kernels/12_selectors.ipynb #5962bc8b
 def random_scores(df: pd.DataFrame, schema: Schema, rng=None) -> np.ndarray:
@@ -94,10 +94,22 @@ def _engine_applies(df, schema, metric) -> bool:
             if v.size and (v.min() < c.lower or v.max() > c.upper): return False  # `encode` clips, the engine does not
     return True
 
+# %% ../nbs/10_kernels/12_selectors.ipynb #08705ef7
+def rare_sampled_scores(df: pd.DataFrame, schema: Schema,
+                        rng=None,  # randomness of the sample
+                        threshold: float = 0.05,  # a categorical value is rare below this relative frequency
+                        percentile: float = 95.0,  # a continuous value is rare above this percentile of its column
+                        ) -> np.ndarray:
+    "The paper's Groundhog protocol: a random order of the records that hold a rare value, ahead of a random order of the rest."
+    eligible = rare_value_scores(df, schema, threshold=threshold, percentile=percentile) > 0
+    return eligible.astype(np.float64) + check_rng(rng).random(len(df))
+
 # %% ../nbs/10_kernels/12_selectors.ipynb #1f677b55
 SELECTORS = Registry("selector")
 SELECTORS.register("random", random_scores, summary="records in random order (the paper's baseline)")
 SELECTORS.register("rare", rare_value_scores, summary="records holding the rarest values (Groundhog / Stadler et al.)")
+SELECTORS.register("rare_sampled", rare_sampled_scores,
+                   summary="the Achilles paper's Groundhog protocol: a random record among those holding a rare value (Sec. 5.3)")
 SELECTORS.register("loglik", loglikelihood_scores, summary="records with the lowest log-likelihood under independent marginals (TAPAS)")
 SELECTORS.register("distance", distance_scores, summary="the vulnerability score V_k: mean distance to the k nearest records (Achilles, Def. 2)")
 

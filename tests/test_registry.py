@@ -22,7 +22,7 @@ def test_every_registry_is_a_registry_and_describes_itself(what):
 
 def test_expected_entries():
     assert set(cli.registry("generators").names()) >= {"identity", "independent", "baynet", "privbayes", "synthpop"}
-    assert set(cli.registry("selectors").names()) == {"random", "rare", "loglik", "distance"}
+    assert set(cli.registry("selectors").names()) == {"random", "rare", "rare_sampled", "loglik", "distance"}
     assert set(cli.registry("attacks").names()) == {"query", "target-attention"}
     assert set(cli.registry("datasets").names()) >= {"adult", "census"}
     assert set(cli.registry("benches").names()) >= {"distance", "queries", "generators", "attack", "target-attention"}

@@ -22,7 +22,7 @@ def small():
 
 
 def test_registry():
-    assert set(SELECTORS) == {"random", "rare", "loglik", "distance"}
+    assert set(SELECTORS) == {"random", "rare", "rare_sampled", "loglik", "distance"}
 
 
 @pytest.mark.parametrize("method", sorted(SELECTORS))
