@@ -16,9 +16,9 @@ from .core.runtime import atomic_write
 from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'check_output', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench',
-           'cmd_audit', 'cmd_report', 'registry', 'cmd_list', 'cmd_results', 'cmd_cache', 'build_parser', 'Terminated',
-           'main']
+__all__ = ['REGISTRIES', 'check_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench',
+           'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry', 'cmd_list', 'cmd_results',
+           'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -46,6 +46,24 @@ def check_output(path,  # the file a command is about to write
     parent = p.parent if str(p.parent) else Path(".")
     if parent.exists() and not os.access(parent, os.W_OK): raise PermissionError(f"{what}={str(p)!r}: the folder {str(parent)!r} is not writable")
     return p
+
+def generator_params(args) -> dict:
+    "--jobs and --params checked against --generator before any work: the generator's hyperparameters."
+    check_n_jobs("--jobs", args.jobs)
+    params = parse_params(args.params)
+    _check_generator_params(args.generator, params)
+    return params
+
+def open_store(results,  # the --results value ('' or None: store nothing)
+               inputs=(),  # the files the command reads
+               ):
+    "The results store, opened before any work: refuses an input file, and (in `ResultsStore`) a CSV, a folder or a foreign file."
+    if not results: return None
+    from achilles.core.results import ResultsStore
+    for i in inputs:
+        if Path(results).exists() and Path(i).exists() and Path(results).resolve() == Path(i).resolve():
+            raise ValueError(f"--results={str(results)!r} is an input file; pass a .sqlite store path")
+    return ResultsStore(results)
 
 def cmd_vulnerable(args) -> int:
     "Rank records by vulnerability and print the top ones with their scores."
@@ -148,15 +166,10 @@ def _nobox_tables(args):
 
 def cmd_nobox(args) -> int:
     "Run the no-box privacy metrics on a release, print the report, store one row per metric."
-    from achilles.core.results import ResultsStore
     from achilles.nobox.report import privacy_report, _build_metrics
     check_n_jobs("--jobs", args.jobs)
     inputs = [Path(p) for p in (args.train, args.synthetic, args.control) if p]
-    store = None
-    if args.results:
-        if any(Path(args.results).exists() and Path(args.results).resolve() == i.resolve() for i in inputs if i.exists()):
-            raise ValueError(f"--results={args.results!r} is an input file; pass a .sqlite store path")
-        store = ResultsStore(args.results)  # refuses a CSV, a folder, a foreign file, now
+    store = open_store(args.results, inputs)
     if args.out: check_output(args.out, inputs, args.force)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     train, synthetic, control, schema, label = _nobox_tables(args)
@@ -183,17 +196,12 @@ def cmd_nobox(args) -> int:
 # %% ../nbs/50_perf/59_cli.ipynb #80e8c032
 def cmd_kde(args) -> int:
     "Run the KDE membership attack on a release, print its result, store one row."
-    from achilles.core.results import ResultsStore
     from achilles.nobox.kde import KDEMembershipAttack
     check_n_jobs("--jobs", args.jobs)
     if not args.holdout: raise ValueError("pass --holdout U.csv: real records of the population not used for training (the non-members)")
     attack = KDEMembershipAttack(variant=args.variant, threshold=args.threshold, distance=args.distance, n_jobs=args.jobs)
     inputs = [Path(p) for p in (args.train, args.synthetic, args.holdout) if p]
-    store = None
-    if args.results:
-        if any(Path(args.results).exists() and Path(args.results).resolve() == i.resolve() for i in inputs if i.exists()):
-            raise ValueError(f"--results={args.results!r} is an input file; pass a .sqlite store path")
-        store = ResultsStore(args.results)
+    store = open_store(args.results, inputs)
     ns = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "holdout"}, control=args.holdout, leaky=None)
     train, synthetic, control, schema, label = _nobox_tables(ns)
     attack.schema = schema
@@ -225,10 +233,7 @@ def cmd_riskbench(args) -> int:
     check_n_jobs("--jobs", args.jobs)
     levels = [float(v) for v in args.levels.split(",") if v.strip()] if args.levels else None
     dataset = str(args.csv) if getattr(args, "csv", None) else args.dataset
-    store = args.results or None
-    if store:
-        for i in _inputs(args):
-            if Path(store).exists() and Path(store).resolve() == i.resolve(): raise ValueError(f"--results={store!r} is an input file")
+    store = open_store(args.results, _inputs(args))
     print(f"achilles riskbench: {dataset}, risk model {args.risk_model}, generator {args.generator or 'none'}, "
           f"{args.replicates} replicate(s), n_train {args.n_train:,}, seed {args.seed}", flush=True)
     t0 = time.perf_counter()
@@ -240,22 +245,17 @@ def cmd_riskbench(args) -> int:
         from achilles.experiments.riskbench import summary_table
         print(summary_table(rows).to_string(float_format=lambda v: f"{v:.4f}"))
     print(f"{len(rows)} rows (kind metric, run {rows['run_id'].iloc[0] if len(rows) else '-'})"
-          + (f" in {store}" if store else " (not stored)") + f"; {time.perf_counter() - t0:.1f} s")
+          + (f" in {args.results}" if store is not None else " (not stored)") + f"; {time.perf_counter() - t0:.1f} s")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #aea0d581
 def cmd_audit(args) -> int:
     "Audit every record of a release with one shared pool of shadow datasets; print the risk distribution and the riskiest records."
     from achilles.shadow.audit import audit
-    check_n_jobs("--jobs", args.jobs)
-    gparams = parse_params(args.params)
-    _check_generator_params(args.generator, gparams)
+    gparams = generator_params(args)
     records = args.records if args.records == "all" else int(args.records) if str(args.records).isdigit() else None
     if records is None: raise ValueError(f"--records={args.records!r} must be 'all' or a number of records")
-    store = args.results or None
-    if store:
-        for i in _inputs(args):
-            if Path(store).exists() and Path(store).resolve() == i.resolve(): raise ValueError(f"--results={store!r} is an input file")
+    store = open_store(args.results, _inputs(args))
     if args.out: check_output(args.out, _inputs(args), args.force)
     df, schema = _load(args)
     rows = audit(df, args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size, generator_params=gparams,
@@ -271,7 +271,7 @@ def cmd_audit(args) -> int:
     cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01"] + sel
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
-    if store: print(f"stored in {store} (kind audit, run {rows.attrs['run_id']})")
+    if store is not None: print(f"stored in {args.results} (kind audit, run {rows.attrs['run_id']})")
     if args.out: atomic_write(args.out, rows.to_csv(index=False).encode()); print(f"written to {args.out}")
     return 0
 
@@ -279,17 +279,13 @@ def cmd_audit(args) -> int:
 def cmd_report(args) -> int:
     "The data custodian's report: audit, one release's no-box metrics, reasons and remedies; one self-contained HTML page."
     from achilles.experiments.custodian import custodian_report
-    check_n_jobs("--jobs", args.jobs)
-    gparams = parse_params(args.params)
-    _check_generator_params(args.generator, gparams)
+    gparams = generator_params(args)
     if args.data and args.csv: raise ValueError("pass --data or --csv (the same thing), not both")
     data = args.data or args.csv
     if data and not Path(data).is_file(): raise FileNotFoundError(f"--data={str(data)!r}: no such file")
     inputs = _inputs(args) + ([Path(data)] if data else [])
     check_output(args.out, inputs, args.force)
-    store = args.results or None
-    if store and any(Path(store).exists() and Path(store).resolve() == i.resolve() for i in inputs if i.exists()):
-        raise ValueError(f"--results={store!r} is an input file")
+    store = open_store(args.results, inputs)
     if data: (df, schema), name = load_dataset(str(data), types=parse_types(args.types)), f"file:{Path(data).name}"
     else: (df, schema), name = load_dataset(args.dataset, path=args.path), args.dataset
     print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {args.records} records audited with "

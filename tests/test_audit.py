@@ -1,14 +1,14 @@
 """The shared-pool audit: the feature kernel against the one-record reference, copies IN together, dask, and resuming after kill -9."""
-import signal, subprocess, sys, time
+import signal, subprocess, sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from achilles.core.data import Schema, encode, load_adult
-from achilles.core.results import ResultsStore, StoreError
-from achilles.queries import query_features, sample_subsets
+from achilles.core.results import ResultsStore
+from helpers import wait_rows
+from achilles.queries import query_features
 from achilles.shadow.audit import PoolModel, audit, audit_subsets, plan_pool, pool_features
 
 ACHILLES = str(Path(sys.executable).parent / "achilles")
@@ -69,14 +69,7 @@ def test_kill_9_then_resume_equals_a_clean_run(tmp_path):
     clean, killed = tmp_path / "clean.sqlite", tmp_path / "killed.sqlite"
     subprocess.run(cmd + ["--results", str(clean), "--cache-dir", ""], check=True, capture_output=True, timeout=600)
     p = subprocess.Popen(cmd + ["--results", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t0 = time.time()
-    while time.time() - t0 < 300:
-        if killed.exists():
-            try:
-                if len(ResultsStore(killed)) >= 5: break
-            except StoreError: pass
-        if p.poll() is not None: break
-        time.sleep(0.1)
+    assert wait_rows(killed, 5, p, timeout=300), "the run never wrote its first rows"
     p.send_signal(signal.SIGKILL); p.wait()
     assert 0 < len(ResultsStore(killed).read()) < 60
     subprocess.run(cmd + ["--results", str(killed)], check=True, capture_output=True, timeout=600)

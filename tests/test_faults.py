@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from achilles import cli
+from helpers import wait_rows
 from achilles.core.results import ResultsStore, StoreError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,18 +95,6 @@ def _attack(store, cache, records=3, extra=()):
             "--cache-dir", str(cache), "--jobs", "1", *FAST, *extra]
 
 
-def _wait_rows(store, n, proc, timeout=240):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if store.exists():
-            try:
-                if len(ResultsStore(store)) >= n: return True
-            except StoreError: pass
-        if proc.poll() is not None: return False
-        time.sleep(0.2)
-    return False
-
-
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("clean")
@@ -116,7 +105,7 @@ def clean_run(tmp_path_factory):
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, clean_run):
     store = tmp_path / "s.sqlite"
     p = subprocess.Popen(_attack(store, tmp_path / "c"), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert _wait_rows(store, 1, p), "the run never wrote its first row"
+    assert wait_rows(store, 1, p), "the run never wrote its first row"
     p.send_signal(signal.SIGKILL); p.wait(30)
     assert 1 <= len(ResultsStore(store)) < 3
     subprocess.run(_attack(store, tmp_path / "c"), check=True, cwd=tmp_path, capture_output=True, timeout=600)
@@ -130,7 +119,7 @@ def test_ctrl_c_and_sigterm_stop_cleanly(tmp_path, sig, code, word):
     store = tmp_path / "s.sqlite"
     p = subprocess.Popen(_attack(store, tmp_path / "c", records=5), cwd=tmp_path, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
-    assert _wait_rows(store, 1, p)
+    assert wait_rows(store, 1, p)
     p.send_signal(sig)
     err = p.communicate(timeout=60)[1]
     assert p.returncode == code, (p.returncode, err)

@@ -1,5 +1,5 @@
 """The risk-insertion benchmark end to end: each risk model's invariants at a small scale, the command, and resuming after kill -9."""
-import json, os, signal, sqlite3, subprocess, sys, time
+import json, signal, subprocess, sys
 from pathlib import Path
 
 import numpy as np
@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from achilles.core.data import Schema, load_adult
-from achilles.core.results import ResultsStore, StoreError
-from achilles.experiments.riskbench import (Canary, Outliers, Overfit, OverfitWarning, run_riskbench, split_data, summary_table)
+from achilles.core.results import ResultsStore
+from helpers import wait_rows
+from achilles.experiments.riskbench import (Outliers, Overfit, OverfitWarning, run_riskbench, split_data, summary_table)
 
 ACHILLES = str(Path(sys.executable).parent / "achilles")  # the console script of this environment
 SMALL = dict(train=1000, control=1000, release=1000, validation=500, reference=500)
@@ -95,17 +96,11 @@ def test_resume_after_kill_equals_a_clean_run(tmp_path):
     clean, killed = tmp_path / "clean.sqlite", tmp_path / "killed.sqlite"
     subprocess.run(cmd + ["--results", str(clean)], check=True, capture_output=True, timeout=600)
     p = subprocess.Popen(cmd + ["--results", str(killed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t0 = time.time()
-    while time.time() - t0 < 300:
-        if killed.exists():
-            try:
-                if len(ResultsStore(killed)) >= 4: break
-            except StoreError: pass
-        time.sleep(0.2)
+    assert wait_rows(killed, 4, p, timeout=300), "the run never wrote its first rows"
     p.send_signal(signal.SIGKILL); p.wait()
     partial = len(ResultsStore(killed).read())
     assert 0 < partial
-    out = subprocess.run(cmd + ["--results", str(killed)], check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(cmd + ["--results", str(killed)], check=True, capture_output=True, text=True, timeout=600)
     a, b = ResultsStore(clean).read(), ResultsStore(killed).read()
     assert len(a) == len(b) == 24
     key = ["level", "metric"]
