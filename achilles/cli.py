@@ -535,6 +535,14 @@ class Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum, frame): raise Terminated()
 
+def _interruption(e: BaseException):
+    "The KeyboardInterrupt (or Terminated) an error was raised while handling, if any: e.g. a ZIP writer closed by Ctrl-C."
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt): return e
+        seen.add(id(e)); e = e.__cause__ or e.__context__
+    return None
+
 def main(argv=None) -> int:
     "Entry point of the `achilles` console script: one line per error (exit 2), 130 on Ctrl-C, 143 on SIGTERM."
     args = build_parser().parse_args(argv)
@@ -544,15 +552,17 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {msg}\n"
     try:
         return args.func(args)
-    except KeyboardInterrupt as e:
+    except (KeyboardInterrupt, ValueError, TypeError, OSError, ImportError) as e:
+        stop = _interruption(e)  # Ctrl-C while a file was being written can surface as the writer's own error
+        if stop is None:
+            if os.environ.get("ACHILLES_DEBUG"): raise
+            print(f"achilles {args.command}: error: {e}", file=sys.stderr)
+            return 2
+        e = stop
         how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
         print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
               file=sys.stderr)
         return 143 if isinstance(e, Terminated) else 130
-    except (ValueError, TypeError, OSError, ImportError) as e:
-        if os.environ.get("ACHILLES_DEBUG"): raise
-        print(f"achilles {args.command}: error: {e}", file=sys.stderr)
-        return 2
     finally:
         warnings.formatwarning = fmt
         if prev is not None: signal.signal(signal.SIGTERM, prev)

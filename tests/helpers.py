@@ -13,5 +13,5 @@ def wait_rows(store, n, proc, timeout=240):
                 if len(ResultsStore(store)) >= n: return True
             except StoreError: pass
         if proc.poll() is not None: return False
-        time.sleep(0.1)
+        time.sleep(0.2)
     return False

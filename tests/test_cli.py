@@ -49,3 +49,17 @@ def test_bench_rejects_unknown_options(monkeypatch, capsys):
     assert calls == dict(dataset="adult", n=100, verbose=False)
     assert cli.main(["bench", "distance", "--n-shadow", "5"]) == 2
     assert "does not take option(s) ['--n-shadow']" in capsys.readouterr().err
+
+
+def test_an_error_raised_while_stopping_on_ctrl_c_still_exits_130(monkeypatch, capsys):
+    "Ctrl-C inside a file writer can surface as the writer's own error (zipfile: 'can't close the ZIP file …'): still 130."
+    from achilles import cli
+
+    def interrupted_while_writing(args):
+        try: raise KeyboardInterrupt
+        finally: raise ValueError("can't close the ZIP file while there is an open writing handle on it")
+    monkeypatch.setattr(cli, "cmd_list", interrupted_while_writing)
+    assert cli.main(["list", "datasets"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "cmd_list", lambda args: (_ for _ in ()).throw(ValueError("plain error")))
+    assert cli.main(["list", "datasets"]) == 2
