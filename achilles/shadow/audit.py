@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #f56252b9
 from __future__ import annotations
-import hashlib, json, math, time, warnings
+import hashlib, json, math, time
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,11 +15,11 @@ from numba import njit, prange
 from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
 from ..core.results import ResultsStore, RiskResult, FPR_LEVELS
-from ..core.rng import check_rng, seed_child, seed_root, int_seed
+from ..core.rng import seed_child, seed_root, int_seed
 from ..core.runtime import limit_threads, progress
 from ..core.validate import check_int, check_n_jobs, check_choice, check_fraction
 from ..queries import _bit_values, _check_schema, _direct_counts, _match_masks, sample_subsets
-from .game import DatasetSpec, as_cache, dataset_key, generate_datasets, matching_rows, _jsonable
+from .game import DatasetSpec, dataset_key, generate_datasets, matching_rows, population_fingerprint, _jsonable
 
 # %% auto #0
 __all__ = ['CLASSIFIERS', 'PoolModel', 'AuditPool', 'plan_pool', 'pool_features', 'audit_subsets', 'record_scores',
@@ -49,11 +49,7 @@ class PoolModel:
     def encoded(self) -> Encoded: return encode(self.population, self.schema)
 
     @cached_property
-    def fingerprint(self) -> str:
-        h = hashlib.sha256(json.dumps(self.schema.to_dict(), sort_keys=True, default=str).encode())
-        for a in (self.encoded.cat, self.encoded.cont):
-            h.update(str(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
+    def fingerprint(self) -> str: return population_fingerprint(self.schema, self.encoded)  # the game's: the same Ω, the same cache keys
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #7242f6f4
 @dataclass(frozen=True, eq=False)

@@ -24,9 +24,9 @@ from ..core.runtime import atomic_write
 from ..core.validate import check_bool, check_float, check_int
 
 # %% auto #0
-__all__ = ['ScaleWarning', 'ThreatModel', 'matching_rows', 'split_population', 'DatasetSpec', 'dataset_key', 'plan_datasets',
-           'compact', 'expand', 'CacheWarning', 'DatasetCache', 'as_cache', 'cache_info', 'prune_cache',
-           'generate_datasets', 'Game', 'resolve_target', 'play_game']
+__all__ = ['ScaleWarning', 'population_fingerprint', 'ThreatModel', 'matching_rows', 'split_population', 'DatasetSpec',
+           'dataset_key', 'plan_datasets', 'compact', 'expand', 'CacheWarning', 'DatasetCache', 'as_cache',
+           'cache_info', 'prune_cache', 'generate_datasets', 'Game', 'resolve_target', 'play_game']
 
 # %% ../../nbs/30_attacks/30_game.ipynb #8d7df1aa
 def _jsonable(params: Mapping | None, name="generator_params") -> dict:
@@ -62,6 +62,13 @@ def _check_sizes(tm) -> None:
                           ScaleWarning, stacklevel=4)
 
 # %% ../../nbs/30_attacks/30_game.ipynb #6404b8ac
+def population_fingerprint(schema: Schema, enc: Encoded) -> str:
+    "SHA-256 (hex) of a schema and an encoded table: what every cached synthetic dataset of a population is keyed on."
+    h = hashlib.sha256(json.dumps(schema.to_dict(), sort_keys=True, default=str).encode())
+    for a in (enc.cat, enc.cont):
+        h.update(str(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
 @dataclass(frozen=True, eq=False)
 class ThreatModel:
     "The game of Sec. 2.3 as a value: population Ω, generator and its hyperparameters, and the sizes of Table 1."
@@ -102,10 +109,7 @@ class ThreatModel:
     @cached_property
     def fingerprint(self) -> str:
         "SHA-256 of the schema and the encoded population: two threat models on the same Ω share it."
-        h = hashlib.sha256(json.dumps(self.schema.to_dict(), sort_keys=True, default=str).encode())
-        for a in (self.encoded.cat, self.encoded.cont):
-            h.update(str(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
-        return h.hexdigest()
+        return population_fingerprint(self.schema, self.encoded)
 
     def __repr__(self):
         d = self.to_dict(); d.pop("population_fingerprint")
