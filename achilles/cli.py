@@ -524,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=None)
     b.add_argument("--generator", default=None)
     b.add_argument("--n-shadow", type=int, default=None); b.add_argument("--n-test", type=int, default=None)
+    b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=int, default=None)
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(func=cmd_bench)

@@ -330,3 +330,19 @@ def test_privacy_game_runs_on_an_external_generator(adult, tmp_path):
     s = g1.shadow_specs[0]
     assert dataset_key(tm2, s.rows, None, s.seed) != dataset_key(tm, s.rows, None, s.seed)  # runner params are in the key
     assert dataset_key(tm3, s.rows, None, s.seed) != dataset_key(tm, s.rows, None, s.seed)  # and so is the script
+
+
+def test_validation_rows_travel_to_the_runner(small, tmp_path):
+    "fit(..., validation=) writes validation.csv beside train.csv and names it in config.json; without it, neither."
+    df, schema = small
+    body = ("v = pd.read_csv(cfg['validation']) if cfg.get('validation') else None\n"
+            "pd.read_csv(cfg['train']).sample(cfg['n'], replace=True, random_state=cfg['seed']).to_csv(cfg['out'], index=False)\n"
+            "json.dump({'train_loss': [2.0, 1.0], 'val_loss': [len(v), float(v['age'].sum())] if v is not None else []}, open(cfg['losses'], 'w'))\n")
+    g = ExternalGenerator(schema, script=script(tmp_path, body))
+    held = df.iloc[:17]
+    g.fit(df, rng=0, validation=held).sample(5, rng=0)
+    assert g.losses_["val_loss"].tolist() == [17.0, float(held["age"].sum())]
+    g.fit(df, rng=0).sample(5, rng=0)  # a refit without validation forgets it
+    assert g.losses_["val_loss"].isna().all()
+    with pytest.raises(TypeError, match="validation must be a pandas DataFrame"): g.fit(df, validation=[1, 2])
+    with pytest.raises(ValueError, match="not in the schema|missing|column"): g.fit(df, validation=held.drop(columns=["age"]))

@@ -50,6 +50,11 @@ class Generator:
 def _check_params(self: Generator) -> None: "Validate hyperparameters (called by `fit`)."
 
 @patch
+def version_token(self: Generator) -> str:
+    "What identifies the code behind this generator beyond achilles' own version (an external library's version); '' if nothing."
+    return ""
+
+@patch
 def _fit(self: Generator, enc: Encoded, rng: np.random.Generator) -> None: raise NotImplementedError
 
 @patch
@@ -99,13 +104,12 @@ def _check_fitted(self: Generator):
 def _finish(self: Generator, enc: Encoded) -> tuple[Encoded, np.ndarray]:
     "Clip continuous values to the schema range, round integer columns on the original scale; (encoded, original) values."
     cont = np.ascontiguousarray(enc.cont, dtype=np.float64)
-    raw = np.empty_like(cont); out = np.empty_like(cont)
-    for j, name in enumerate(self.schema.continuous):
-        col = self.schema[name]; w = col.upper - col.lower
-        v = np.clip(cont[:, j] * w + col.lower, col.lower, col.upper)
-        if col.integer: v = np.clip(np.rint(v), col.lower, col.upper)
-        raw[:, j] = v
-        out[:, j] = np.clip((v - col.lower) / w, 0.0, 1.0) if w > 0 else 0.0  # exactly what `encode` computes
+    cols = [self.schema[name] for name in self.schema.continuous]
+    lo = np.array([c.lower for c in cols], np.float64); hi = np.array([c.upper for c in cols], np.float64)
+    w = hi - lo; whole = np.array([c.integer for c in cols], bool)
+    raw = np.clip(cont * w + lo, lo, hi)  # all columns at once: the same operations, element by element, as one by one
+    if whole.any(): raw[:, whole] = np.clip(np.rint(raw[:, whole]), lo[whole], hi[whole])
+    out = np.where(w > 0, np.clip((raw - lo) / np.where(w > 0, w, 1.0), 0.0, 1.0), 0.0)  # exactly what `encode` computes
     return Encoded(np.ascontiguousarray(enc.cat, dtype=np.int32), out), raw
 
 @patch

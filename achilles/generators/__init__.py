@@ -111,7 +111,10 @@ GENERATORS.register("external", "achilles.generators.external:ExternalGenerator"
 for _name, _cls, _extra, _what in [
         ("ctgan", "CTGAN", "sdv", "CTGAN (ctgan library)"), ("tvae", "TVAE", "sdv", "TVAE (ctgan library)"),
         ("gaussiancopula", "GaussianCopula", "sdv", "SDV's Gaussian copula"), ("copulagan", "CopulaGAN", "sdv", "SDV's CopulaGAN"),
-        ("aim", "AIM", "dp", "AIM, (epsilon, delta)-DP (smartnoise-synth)"), ("mst", "MST", "dp", "MST, (epsilon, delta)-DP (smartnoise-synth)")]:
+        ("aim", "AIM", "dp", "AIM, (epsilon, delta)-DP (smartnoise-synth)"), ("mst", "MST", "dp", "MST, (epsilon, delta)-DP (smartnoise-synth)"),
+        ("dpctgan", "DPCTGAN", "dp", "DP-CTGAN, (epsilon, delta)-DP (smartnoise-synth, opacus)"),
+        ("patectgan", "PATECTGAN", "dp", "PATE-CTGAN, (epsilon, delta)-DP by design (smartnoise-synth)"),
+        ("dpgan", "DPGAN", "dp", "DPGAN, (epsilon, delta)-DP (smartnoise-synth, opacus)")]:
     _env = "ACHILLES_SDV_PYTHON" if _extra == "sdv" else "ACHILLES_SMARTNOISE_PYTHON"
     GENERATORS.register(_name, f"achilles.generators.adapters:{_cls}", extra=_extra,
                         summary=f"{_what}, run in its own venv: set ${_env} (recipe: achilles.generators.adapters.VENV_RECIPES)")

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/20_generators/24_adapters.ipynb #fe206329
 from __future__ import annotations
-import importlib.util, os
+import importlib.util, os, subprocess
 from pathlib import Path
 
 from ..core.data import Schema
@@ -12,8 +12,9 @@ from ..core.validate import check_int, check_float, check_choice
 from .external import ExternalGenerator
 
 # %% auto #0
-__all__ = ['SDV_ENV', 'SMARTNOISE_ENV', 'VENV_RECIPES', 'DISTRIBUTIONS', 'runner_path', 'MissingEnvironment', 'LibraryGenerator',
-           'CTGAN', 'TVAE', 'GaussianCopula', 'CopulaGAN', 'AIM', 'MST']
+__all__ = ['SDV_ENV', 'SMARTNOISE_ENV', 'VENV_RECIPES', 'DISTRIBUTIONS', 'runner_path', 'library_version', 'MissingEnvironment',
+           'LibraryGenerator', 'CTGAN', 'TVAE', 'GaussianCopula', 'CopulaGAN', 'AIM', 'MST', 'DPCTGAN', 'PATECTGAN',
+           'DPGAN']
 
 # %% ../../nbs/20_generators/24_adapters.ipynb #a055f440
 SDV_ENV, SMARTNOISE_ENV = "ACHILLES_SDV_PYTHON", "ACHILLES_SMARTNOISE_PYTHON"
@@ -30,6 +31,22 @@ def runner_path(runner: str) -> str:
     "Path of a runner script of `achilles/generators/runners` (it runs by path in the other venv, never imported there)."
     return str(Path(importlib.util.find_spec("achilles.generators.runners").origin).parent / runner)
 
+_VERSIONS: dict = {}
+
+def library_version(python: str,  # the other environment's interpreter
+                    package: str,  # a distribution name, e.g. "ctgan"
+                    ) -> str:
+    "`package==version` as `python` sees it (importlib.metadata; cached per interpreter and package); a clear error if it is not installed."
+    key = (str(python), package)
+    if key not in _VERSIONS:
+        code = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+        r = subprocess.run([str(python), "-c", code, package], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise MissingEnvironment(f"{package!r} is not installed in the environment of {str(python)!r}: "
+                                     f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
+        _VERSIONS[key] = f"{package}=={r.stdout.strip()}"
+    return _VERSIONS[key]
+
 class MissingEnvironment(ValueError):
     "An adapter's Python environment is not set up: its environment variable is unset or does not name a python."
 
@@ -40,6 +57,8 @@ class LibraryGenerator(ExternalGenerator):
     env: str = ""  # environment variable holding the other venv's python
     model: str = ""  # the runner's model name
     deterministic: bool = True  # False where the library cannot be seeded
+    validation_loss: bool = False  # True where the runner reports a held-out loss per epoch (`fit(..., validation=)`)
+    package: str = ""  # the distribution whose version identifies the model (in the cache key)
     script = module = env_var = params = None  # ExternalGenerator's fields, fixed by the adapter
     _runner_only = ("python", "timeout")
 
@@ -68,6 +87,10 @@ class LibraryGenerator(ExternalGenerator):
 
     def _command(self) -> list: return [self._interpreter(), runner_path(self.runner)]
 
+    def version_token(self) -> str:
+        "`package==version` as installed in the other environment (asked once per interpreter): part of the dataset cache key."
+        return library_version(self._interpreter(), self.package) if self.package else ""
+
     def _check_hyper(self): pass
 
     def _check_params(self):
@@ -83,6 +106,7 @@ def _check_dims(name, v):
 class CTGAN(LibraryGenerator):
     "CTGAN (Xu et al. 2019, `ctgan` library), run in the venv of $ACHILLES_SDV_PYTHON."
     runner, env, model = "sdv_runner.py", SDV_ENV, "ctgan"
+    package = "ctgan"
     def __init__(self, schema: Schema,
                  epochs: int = 300,  # passes over the training data
                  batch_size: int = 500,  # even, and a multiple of `pac`
@@ -105,6 +129,8 @@ class CTGAN(LibraryGenerator):
 class TVAE(LibraryGenerator):
     "TVAE (Xu et al. 2019, `ctgan` library), run in the venv of $ACHILLES_SDV_PYTHON."
     runner, env, model = "sdv_runner.py", SDV_ENV, "tvae"
+    package = "ctgan"
+    validation_loss = True  # TVAE's loss (reconstruction + KL, code at the encoder's mean) on held-out rows, per epoch
     def __init__(self, schema: Schema,
                  epochs: int = 300,  # passes over the training data
                  batch_size: int = 500,  # records per batch
@@ -128,6 +154,7 @@ DISTRIBUTIONS = ("norm", "beta", "truncnorm", "uniform", "gamma", "gaussian_kde"
 class GaussianCopula(LibraryGenerator):
     "SDV's GaussianCopulaSynthesizer (marginals + a Gaussian copula), run in the venv of $ACHILLES_SDV_PYTHON."
     runner, env, model = "sdv_runner.py", SDV_ENV, "gaussiancopula"
+    package = "sdv"
     def __init__(self, schema: Schema,
                  default_distribution: str = "beta",  # marginal family of numerical columns (SDV's default)
                  python: str | None = None,  # the venv's python (default: $ACHILLES_SDV_PYTHON)
@@ -139,6 +166,7 @@ class GaussianCopula(LibraryGenerator):
 class CopulaGAN(LibraryGenerator):
     "SDV's CopulaGANSynthesizer (CTGAN on Gaussian-copula-transformed columns), run in the venv of $ACHILLES_SDV_PYTHON."
     runner, env, model = "sdv_runner.py", SDV_ENV, "copulagan"
+    package = "sdv"
     def __init__(self, schema: Schema,
                  epochs: int = 300,  # passes over the training data
                  batch_size: int = 500,  # even, and a multiple of `pac`
@@ -161,6 +189,7 @@ def _check_dp(self):
 class AIM(LibraryGenerator):
     "AIM (McKenna et al. 2022, smartnoise-synth), (epsilon, delta)-DP, run in the venv of $ACHILLES_SMARTNOISE_PYTHON."
     runner, env, model, deterministic = "smartnoise_runner.py", SMARTNOISE_ENV, "aim", False
+    package = "smartnoise-synth"
     def __init__(self, schema: Schema,
                  epsilon: float = 1.0,  # privacy budget
                  delta: float = 1e-9,  # privacy budget (zCDP conversion)
@@ -180,6 +209,7 @@ class AIM(LibraryGenerator):
 class MST(LibraryGenerator):
     "MST (McKenna et al. 2021, smartnoise-synth), (epsilon, delta)-DP, run in the venv of $ACHILLES_SMARTNOISE_PYTHON."
     runner, env, model, deterministic = "smartnoise_runner.py", SMARTNOISE_ENV, "mst", False
+    package = "smartnoise-synth"
     def __init__(self, schema: Schema,
                  epsilon: float = 1.0,  # privacy budget
                  delta: float = 1e-9,  # privacy budget (zCDP conversion)
@@ -189,3 +219,78 @@ class MST(LibraryGenerator):
                  ):
         super().__init__(schema, python, timeout, epsilon=epsilon, delta=delta, bins=bins)
     def _check_hyper(self): _check_dp(self)
+
+# %% ../../nbs/20_generators/24_adapters.ipynb #ad5e2ef2
+def _check_delta(self):
+    if self.delta is not None: check_float("delta", self.delta, lo=0, hi=1, lo_open=True, hi_open=True)
+
+def _check_gan(self, even: bool):
+    check_float("epsilon", self.epsilon, lo=0, lo_open=True); _check_delta(self)
+    check_int("batch_size", self.batch_size, lo=2)
+    if even and self.batch_size % 2:
+        raise ValueError(f"batch_size={self.batch_size} must be even ({self.model} asserts it); it is capped at the training rows")
+
+class DPCTGAN(LibraryGenerator):
+    "DP-CTGAN (smartnoise-synth: CTGAN with a DP-SGD discriminator), (epsilon, delta)-DP, run in the venv of $ACHILLES_SMARTNOISE_PYTHON."
+    runner, env, model = "smartnoise_runner.py", SMARTNOISE_ENV, "dpctgan"
+    package = "smartnoise-synth"
+    def __init__(self, schema: Schema,
+                 epsilon: float = 1.0,  # privacy budget, all of it for training
+                 delta: float | None = None,  # None: 1 / (n sqrt(n)) for n training rows (smartnoise's default)
+                 epochs: int = 300,  # at most this many passes (fewer when the budget runs out)
+                 batch_size: int = 500,  # even; capped at the training rows
+                 sigma: float = 5.0,  # noise multiplier of DP-SGD
+                 max_per_sample_grad_norm: float = 1.0,  # clipping bound of the per-sample gradients
+                 generator_dim: tuple = (256, 256), discriminator_dim: tuple = (256, 256),  # layer widths
+                 python: str | None = None,  # the venv's python (default: $ACHILLES_SMARTNOISE_PYTHON)
+                 timeout: float = 3600,  # seconds one fit + sample may take
+                 ):
+        super().__init__(schema, python, timeout, epsilon=epsilon, delta=delta, epochs=epochs, batch_size=batch_size, sigma=sigma,
+                         max_per_sample_grad_norm=max_per_sample_grad_norm, generator_dim=generator_dim, discriminator_dim=discriminator_dim)
+    def _check_hyper(self):
+        _check_gan(self, even=True); check_int("epochs", self.epochs, lo=1)
+        check_float("sigma", self.sigma, lo=0, lo_open=True)
+        check_float("max_per_sample_grad_norm", self.max_per_sample_grad_norm, lo=0, lo_open=True)
+        _check_dims("generator_dim", self.generator_dim); _check_dims("discriminator_dim", self.discriminator_dim)
+
+class PATECTGAN(LibraryGenerator):
+    "PATE-CTGAN (smartnoise-synth: CTGAN with a PATE discriminator), (epsilon, delta)-DP as designed, run in the venv of $ACHILLES_SMARTNOISE_PYTHON."
+    runner, env, model = "smartnoise_runner.py", SMARTNOISE_ENV, "patectgan"
+    package = "smartnoise-synth"
+    def __init__(self, schema: Schema,
+                 epsilon: float = 1.0,  # privacy budget; trains until it is spent (no epoch count)
+                 delta: float | None = None,  # None: 1 / (n sqrt(n)) for n training rows (smartnoise's default)
+                 batch_size: int = 500,  # even; capped at the training rows
+                 noise_multiplier: float = 1e-3,  # inverse scale of the Laplace noise on the teachers' votes
+                 teacher_iters: int = 5,  # teacher updates per iteration
+                 student_iters: int = 5,  # student updates per iteration
+                 sample_per_teacher: int = 1000,  # rows per teacher partition (1000 when not below the training rows)
+                 generator_dim: tuple = (256, 256), discriminator_dim: tuple = (256, 256),  # layer widths
+                 python: str | None = None,  # the venv's python (default: $ACHILLES_SMARTNOISE_PYTHON)
+                 timeout: float = 3600,  # seconds one fit + sample may take
+                 ):
+        super().__init__(schema, python, timeout, epsilon=epsilon, delta=delta, batch_size=batch_size, noise_multiplier=noise_multiplier,
+                         teacher_iters=teacher_iters, student_iters=student_iters, sample_per_teacher=sample_per_teacher,
+                         generator_dim=generator_dim, discriminator_dim=discriminator_dim)
+    def _check_hyper(self):
+        _check_gan(self, even=True); check_float("noise_multiplier", self.noise_multiplier, lo=0, lo_open=True)
+        check_int("teacher_iters", self.teacher_iters, lo=1); check_int("student_iters", self.student_iters, lo=1)
+        check_int("sample_per_teacher", self.sample_per_teacher, lo=1)
+        _check_dims("generator_dim", self.generator_dim); _check_dims("discriminator_dim", self.discriminator_dim)
+
+class DPGAN(LibraryGenerator):
+    "DPGAN (smartnoise-synth: a GAN with a DP-SGD discriminator), (epsilon, delta)-DP, run in the venv of $ACHILLES_SMARTNOISE_PYTHON."
+    runner, env, model = "smartnoise_runner.py", SMARTNOISE_ENV, "dpgan"
+    package = "smartnoise-synth"
+    def __init__(self, schema: Schema,
+                 epsilon: float = 1.0,  # privacy budget, all of it for training
+                 delta: float | None = None,  # None: 1 / (n sqrt(n)) for n training rows (smartnoise's default)
+                 epochs: int = 1000,  # at most this many passes (fewer when the budget runs out)
+                 batch_size: int = 64,  # capped at the training rows
+                 latent_dim: int = 64,  # size of the generator's noise input
+                 python: str | None = None,  # the venv's python (default: $ACHILLES_SMARTNOISE_PYTHON)
+                 timeout: float = 3600,  # seconds one fit + sample may take
+                 ):
+        super().__init__(schema, python, timeout, epsilon=epsilon, delta=delta, epochs=epochs, batch_size=batch_size, latent_dim=latent_dim)
+    def _check_hyper(self):
+        _check_gan(self, even=False); check_int("epochs", self.epochs, lo=1); check_int("latent_dim", self.latent_dim, lo=1)

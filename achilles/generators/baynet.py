@@ -15,10 +15,10 @@ from numba import njit
 from ..core.data import Schema
 from ..core.base import Generator
 from . import to_discrete, from_discrete, discrete_cardinalities, _check_bins, _heldout_encoded
-from ..core.validate import check_int, check_float
+from ..core.validate import check_int, check_float, check_choice
 
 # %% auto #0
-__all__ = ['MAX_TABLE_CELLS', 'BayNet', 'mi_sensitivity', 'PrivBayes']
+__all__ = ['MAX_TABLE_CELLS', 'CALIBRATIONS', 'BayNet', 'mi_sensitivity', 'laplace_scale', 'PrivBayes']
 
 # %% ../../nbs/20_generators/21_baynet.ipynb #fccc4515
 @njit(cache=True)
@@ -65,6 +65,48 @@ def _mutual_information_batch(X, cards, child, parents):
         out[c] = mi / n
     return out
 
+# %% ../../nbs/20_generators/21_baynet.ipynb #35f2ac17
+@njit(cache=True)
+def _mi_one(X, cards, a, p):
+    "I(X_a; X_p) in nats: the arithmetic of `_mutual_information_batch` for one parent, operation for operation."
+    n = X.shape[0]; ca = cards[a]; npc = cards[p]
+    tab = np.zeros(npc * ca, np.float64)
+    for r in range(n):
+        tab[X[r, p] * ca + X[r, a]] += 1.0
+    rows = np.zeros(npc, np.float64); cols = np.zeros(ca, np.float64)
+    for i in range(npc):
+        for v in range(ca):
+            t = tab[i * ca + v]
+            rows[i] += t; cols[v] += t
+    mi = 0.0
+    for i in range(npc):
+        if rows[i] == 0.0: continue
+        for v in range(ca):
+            t = tab[i * ca + v]
+            if t > 0.0: mi += t * math.log(t * n / (rows[i] * cols[v]))
+    return mi / n
+
+@njit(cache=True)
+def _greedy_one_parent(X, cards, first):
+    "GreedyBayes with one parent per attribute and argmax selection: (order int64[d], parent int64[d], -1 for the first)."
+    d = X.shape[1]
+    order = np.empty(d, np.int64); parent = np.full(d, -1, np.int64)
+    placed = np.zeros(d, np.bool_)
+    mi = np.zeros((d, d), np.float64)  # mi[a, p]: I(a; p), filled when p joins the network
+    order[0] = first; placed[first] = True
+    for t in range(1, d):
+        p = order[t - 1]
+        for a in range(d):
+            if not placed[a]: mi[a, p] = _mi_one(X, cards, a, p)
+        best = -1.0; ba = -1; bp = -1
+        for a in range(d):  # candidates in the order of the Python loop: attributes ascending, then parents in network order
+            if placed[a]: continue
+            for j in range(t):
+                v = mi[a, order[j]]
+                if ba < 0 or v > best: best = v; ba = a; bp = order[j]
+        order[t] = ba; parent[ba] = bp; placed[ba] = True
+    return order, parent
+
 # %% ../../nbs/20_generators/21_baynet.ipynb #ef4cb2af
 @njit(cache=True)
 def _ancestral_sample(order, parents, n_par, cards, cum, offsets, u):
@@ -96,18 +138,74 @@ def _conditional(joint: np.ndarray, card: int, alpha: float = 0.0) -> np.ndarray
     s = J.sum(axis=1, keepdims=True)
     return np.where(s > 0, J / np.where(s > 0, s, 1.0), 1.0 / card)
 
+@njit(cache=True)
+def _pairwise_sum(a, lo, hi):
+    "Sum of a[lo:hi] with numpy's pairwise summation (8 accumulators, blocks of 128), so results match `ndarray.sum` bit for bit."
+    n = hi - lo
+    if n < 8:
+        s = 0.0
+        for i in range(lo, hi): s += a[i]
+        return s
+    if n <= 128:
+        r = np.empty(8, np.float64)
+        for k in range(8): r[k] = a[lo + k]
+        i = 8
+        while i < n - (n % 8):
+            for k in range(8): r[k] += a[lo + i + k]
+            i += 8
+        s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for j in range(i, n): s += a[lo + j]
+        return s
+    n2 = n // 2; n2 -= n2 % 8
+    return _pairwise_sum(a, lo, lo + n2) + _pairwise_sum(a, lo + n2, hi)
+
+@njit(cache=True)
+def _normalise_rows(flat, offsets, sizes, cards, alpha):
+    "`_conditional` for every table at once: clip at 0, add α, divide each row by its sum (uniform where the sum is 0)."
+    out = np.empty_like(flat)
+    for a in range(offsets.shape[0]):
+        ca = cards[a]
+        for r0 in range(offsets[a], offsets[a] + sizes[a], ca):
+            for i in range(r0, r0 + ca):
+                v = flat[i] if flat[i] > 0.0 else 0.0
+                out[i] = v + alpha if alpha > 0 else v
+            s = _pairwise_sum(out, r0, r0 + ca)
+            for i in range(r0, r0 + ca): out[i] = out[i] / s if s > 0 else 1.0 / ca
+    return out
+
+def _conditionals(counts: list, cards: np.ndarray, alpha: float = 0.0) -> tuple[list, np.ndarray]:
+    "The conditional table [configs, card] of each attribute (views into one flat array), and that array: `_conditional` in one kernel call."
+    sizes = np.array([C.size for C in counts], np.int64)
+    offsets = np.zeros(len(counts), np.int64); offsets[1:] = np.cumsum(sizes)[:-1]
+    flat = _normalise_rows(np.concatenate([C.ravel() for C in counts]).astype(np.float64, copy=False), offsets, sizes,
+                           np.ascontiguousarray(cards, dtype=np.int64), float(alpha))
+    return [flat[o:o + s].reshape(-1, cards[a]) for a, (o, s) in enumerate(zip(offsets, sizes))], flat
+
 def _pack(conds: list, parents: list, cards: np.ndarray):
     "Per-attribute conditionals -> (parents int64[d, k], n_par, cum float64 flat, offsets) for `_ancestral_sample`."
     d = len(conds)
     k = max([len(p) for p in parents] + [1])
     par = np.zeros((d, k), np.int64); n_par = np.zeros(d, np.int64)
     for a, ps in enumerate(parents): par[a, :len(ps)] = ps; n_par[a] = len(ps)
-    cums = []
-    for P in conds:
-        c = np.cumsum(P, axis=1); c /= c[:, -1:]; c[:, -1] = 1.0
-        cums.append(c.ravel())
-    offsets = np.zeros(d, np.int64); offsets[1:] = np.cumsum([c.size for c in cums])[:-1]
-    return par, n_par, np.ascontiguousarray(np.concatenate(cums)), offsets
+    sizes = np.array([P.size for P in conds], np.int64)
+    offsets = np.zeros(d, np.int64); offsets[1:] = np.cumsum(sizes)[:-1]
+    flat = np.concatenate([P.ravel() for P in conds]).astype(np.float64, copy=False)
+    return par, n_par, _cumulative_rows(flat, offsets, sizes, np.ascontiguousarray(cards, dtype=np.int64)), offsets
+
+@njit(cache=True)
+def _cumulative_rows(flat, offsets, sizes, cards):
+    "Each row (one parent configuration) of each flat table: cumulative sums divided by the row's total, last entry 1 exactly."
+    out = np.empty_like(flat)
+    for a in range(offsets.shape[0]):
+        ca = cards[a]
+        for r0 in range(offsets[a], offsets[a] + sizes[a], ca):
+            acc = 0.0
+            for i in range(r0, r0 + ca):
+                acc += flat[i]; out[i] = acc  # the sequential sum of np.cumsum
+            last = out[r0 + ca - 1]
+            for i in range(r0, r0 + ca): out[i] = out[i] / last
+            out[r0 + ca - 1] = 1.0
+    return out
 
 def _count_tables(joints: list, order, parents: list, cards: np.ndarray) -> list:
     "The clipped count table [configs, card] of each attribute, from the joints of the attributes at positions k..d-1 of `order`."
@@ -174,8 +272,18 @@ def _perturb(self: BayNet, joint: np.ndarray, rng) -> np.ndarray: return joint
 
 @patch
 def _structure(self: BayNet, X, cards, k, rng):
+    "(order, parents) of the network: the one-parent kernel where it applies (argmax, k = 1), else the general search."
+    first = int(rng.integers(X.shape[1]))
+    if k == 1 and type(self)._select is BayNet._select:
+        order, parent = _greedy_one_parent(X, cards, first)
+        return [int(a) for a in order], [() if p < 0 else (int(p),) for p in parent]
+    return self._greedy(X, cards, k, first, rng)
+
+@patch
+def _greedy(self: BayNet, X, cards, k, first, rng):
+    "GreedyBayes in Python, for any degree and any `_select` (PrivBayes' exponential mechanism): the reference of the kernel."
     d = X.shape[1]
-    order = [int(rng.integers(d))]
+    order = [first]
     parents = [()] * d
     rest = [a for a in range(d) if a != order[0]]
     cache = {}
@@ -208,8 +316,7 @@ def _fit(self: BayNet, enc, rng):
     self.order_ = np.array(order, np.int64)
     self.parents_ = [tuple(int(p) for p in ps) for ps in parents]
     alpha = float(self.smoothing)
-    self.conditionals_ = [_conditional(C, cards[a], alpha)
-                          for a, C in enumerate(_count_tables(self.noisy_joints_, order, self.parents_, cards))]
+    self.conditionals_ = _conditionals(_count_tables(self.noisy_joints_, order, self.parents_, cards), cards, alpha)[0]
     self._packed = _pack(self.conditionals_, self.parents_, cards)
 
 @patch
@@ -235,6 +342,20 @@ def mi_sensitivity(n: int,  # number of records (public in the bounded, swap-one
     if binary: return math.log(n) / n + (n - 1) / n * math.log(n / (n - 1))
     return 2 / n * math.log((n + 1) / 2) + (n - 1) / n * math.log((n + 1) / (n - 1))
 
+CALIBRATIONS = ("zhang", "datasynthesizer", "datasynthesizer_legacy")
+
+def laplace_scale(calibration: str,  # one of `CALIBRATIONS`
+                  epsilon: float,  # total privacy budget ε (the Laplace step gets ε/2)
+                  d: int,  # number of attributes
+                  k: int,  # degree of the network
+                  n: int,  # number of training records
+                  ) -> float:
+    "Laplace scale on each noisy count: Zhang et al. 2(d−k)/(ε/2); DataSynthesizer 0.1.13 (d−k)/(ε/2); DataSynthesizer ≤ 0.1.6 2(d−k)/(n·ε/2)."
+    check_choice("calibration", calibration, CALIBRATIONS)
+    if calibration == "zhang": return 2.0 * (d - k) / (epsilon / 2)
+    if calibration == "datasynthesizer": return (d - k) / (epsilon / 2)
+    return 2.0 * (d - k) / (max(n, 1) * (epsilon / 2))
+
 class PrivBayes(BayNet):
     "BayNet under ε-differential privacy: exponential mechanism for the structure (ε/2), Laplace noise on the counts (ε/2)."
     def __init__(self, schema: Schema,
@@ -242,19 +363,23 @@ class PrivBayes(BayNet):
                  degree: int = 1,  # maximum number of parents of an attribute
                  histogram_bins: int = 10,  # equal-width bins over the schema range for continuous columns
                  smoothing: float = 0.0,  # pseudo-count α >= 0 added to every noisy, clipped count before normalising
+                 calibration: str = "zhang",  # noise calibration: one of `CALIBRATIONS` ("zhang" is ε-DP; the others are not)
                  ):
         self.schema = schema; self.epsilon = epsilon; self.degree = degree; self.histogram_bins = histogram_bins
-        self.smoothing = smoothing
+        self.smoothing = smoothing; self.calibration = calibration
 
     def _check_params(self):
         super()._check_params()
         e = self.epsilon
         if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, float, np.integer, np.floating)) or not e > 0:
             raise ValueError(f"epsilon={e!r} must be a number > 0 (float('inf') for no privacy)")
+        check_choice("calibration", self.calibration, CALIBRATIONS)
 
     def _fit(self, enc, rng):
-        d = len(self.schema); k = min(self.degree, d - 1)
-        self.noise_scale_ = 0.0 if math.isinf(self.epsilon) else 2.0 * (d - k) / (self.epsilon / 2)
+        d = len(self.schema); k = min(self.degree, d - 1); n = len(enc)
+        self.noise_scale_ = 0.0 if math.isinf(self.epsilon) else laplace_scale(self.calibration, self.epsilon, d, k, n)
+        if self.calibration != "zhang":  # DataSynthesizer's binary test reads the values present in the data
+            self._observed_binary = np.array([len(np.unique(c)) <= 2 for c in to_discrete(enc, self.schema, self.histogram_bins).T])
         super()._fit(enc, rng)
 
     def _select(self, scores, cands, n, rng):
@@ -263,7 +388,8 @@ class PrivBayes(BayNet):
         kk = len(cands[0][1])
         child = np.array([a for a, _ in cands], np.int64)
         par = np.array([ps for _, ps in cands], np.int64).reshape(len(cands), kk)
-        binary = (cards[child] == 2) | (cards[par].prod(axis=1) == 2)
+        if self.calibration == "zhang": binary = (cards[child] == 2) | (cards[par].prod(axis=1) == 2)
+        else: binary = self._observed_binary[child] | ((kk == 1) & self._observed_binary[par[:, 0]])
         sens = np.where(binary, mi_sensitivity(n, True), mi_sensitivity(n, False))
         logits = (self.epsilon / 2) * scores / (2 * (len(cards) - 1) * sens)  # exp(ε₁ I / (2 Δ)), Δ = (d - 1) S(I)
         p = np.exp(logits - logits.max())

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Generator
-from ..core.data import Schema, Encoded, decode
+from ..core.data import Schema, Encoded, decode, encode
 from ..core.rng import int_seed
 from ..core.validate import check_bool, check_float
 
@@ -197,13 +197,16 @@ def run_protocol(command: list,  # argv: python, then the script or `-m module`;
                  params: dict | None = None,  # passed through to the runner
                  timeout: float = 3600,  # seconds before the runner is killed
                  name: str = "external",  # label used in messages
+                 validation: Encoded | None = None,  # held-out rows for the runner's validation loss (`validation.csv`)
                  ) -> tuple[Encoded, pd.DataFrame]:
     "One run of the protocol in a fresh temporary directory: (samples read back under `schema`, losses)."
     cfg = dict(train="train.csv", schema=schema_json(schema), n=int(n), seed=int(seed), params=dict(params or {}),
                out="samples.csv", losses="losses.json")
+    if validation is not None: cfg["validation"] = "validation.csv"
     with tempfile.TemporaryDirectory(prefix=f"achilles-{name}-") as d:
         d = Path(d)
         write_train(train, schema, d / "train.csv")
+        if validation is not None: write_train(validation, schema, d / "validation.csv")
         (d / "config.json").write_text(json.dumps(cfg, indent=1))
         argv = [str(a) for a in command] + ["--config", "config.json"]
         with open(d / "stdout.txt", "wb") as out, open(d / "stderr.txt", "wb") as err:
@@ -292,16 +295,35 @@ class ExternalGenerator(Generator):
         self._command()
 
     # --- the Generator hooks ------------------------------------------------------------------------------------
+    validation_loss: bool | None = None  # whether the runner reports a held-out loss (None: unknown, rows are passed on)
+
+    def fit(self, df: pd.DataFrame, rng=None,
+            validation: pd.DataFrame | None = None,  # held-out rows: the runner reports its loss on them per epoch
+            ) -> "ExternalGenerator":
+        "`Generator.fit`, plus optional held-out rows that travel to the runner as `validation.csv`."
+        val = None
+        if validation is not None:
+            if self.validation_loss is False:
+                raise ValueError(f"generator {self.name!r} has no held-out loss, so validation= cannot be used with it")
+            if not isinstance(validation, pd.DataFrame):
+                raise TypeError(f"validation must be a pandas DataFrame, got {type(validation).__name__}")
+            val = encode(validation, self.schema)
+            if val.n < 1: raise ValueError("validation has no rows")
+        Generator.fit(self, df, rng)
+        self.validation_ = val
+        return self
+
     def _fit(self, enc, rng):
         self.train_ = enc.take(np.arange(enc.n))
         self.fit_seed_ = int_seed(rng)
         self.losses_ = read_losses(Path(os.devnull) / "none")
+        self.validation_ = None
 
     def _sample(self, n, rng):
         seed = int(np.random.SeedSequence([self.fit_seed_, int_seed(rng)]).generate_state(1)[0] % (2**31 - 1))
         if n == 0: return Encoded(np.empty((0, len(self.schema.categorical)), np.int32), np.empty((0, len(self.schema.continuous))))
         enc, self.losses_ = run_protocol(self._command(), self.train_, self.schema, n, seed, self._runner_params(),
-                                         timeout=self.timeout, name=self.name)
+                                         timeout=self.timeout, name=self.name, validation=getattr(self, "validation_", None))
         return enc
 
 # %% ../../nbs/20_generators/23_external.ipynb #169ce5e9

@@ -31,10 +31,21 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
     feature = np.full(cap, -1, np.int64); threshold = np.zeros(cap, np.float64)
     left = np.full(cap, -1, np.int64); right = np.full(cap, -1, np.int64)
     start = np.zeros(cap, np.int64); count = np.zeros(cap, np.int64)
-    S = np.empty((max(n_feat, 1), n), np.int64)  # S[f, start:start+count]: the node's records sorted by feature f
-    for f in range(n_feat): S[f] = presorted[f]
-    if n_feat == 0: S[0] = np.arange(n)
-    tmp = np.empty(n, np.int64)
+    nf = max(n_feat, 1)
+    # per feature f, a node's records sorted by f occupy [start, start + count) of SS[b, f] (record ids), VV[b, f] (their
+    # values of f) and YY[b, f] (their targets): the scans read contiguous memory. b = depth % 2: a split writes its children
+    # into the other buffer, so nothing is copied back.
+    SS = np.empty((2, nf, n), np.int64)
+    VV = np.empty((2, nf, n), np.float32)
+    YY = np.empty((2, nf, n), np.float64)
+    S = SS[0]; V = VV[0]; Y = YY[0]
+    depth = np.zeros(cap, np.int64)
+    for f in range(n_feat):
+        for i in range(n):
+            r = presorted[f, i]
+            S[f, i] = r; V[f, i] = F[r, f]; Y[f, i] = y[r]
+    if n_feat == 0:
+        for i in range(n): S[0, i] = i
     goes_left = np.zeros(n, np.bool_)
     stack = np.empty(cap, np.int64)
     n_nodes = 1; start[0] = 0; count[0] = n
@@ -45,10 +56,12 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
         top -= 1; node = stack[top]
         s = start[node]; m = count[node]; e = s + m
         if m < 2 * min_leaf or n_feat == 0: continue
-        # parent statistics and purity
+        b0 = depth[node] % 2
+        S = SS[b0]; V = VV[b0]; Y = YY[b0]
+        tS2 = SS[1 - b0]; tV2 = VV[1 - b0]; tY2 = YY[1 - b0]
         if n_classes > 0:
             tc[:] = 0.0
-            for i in range(s, e): tc[int(y[S[0, i]])] += 1.0
+            for i in range(s, e): tc[int(Y[0, i])] += 1.0
             sq = 0.0; mx = 0.0
             for k in range(nc):
                 sq += tc[k] * tc[k]
@@ -56,9 +69,9 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
             if mx == m: continue
             best = sq / m
         else:
-            tot = 0.0; lo = y[S[0, s]]; hi = lo
+            tot = 0.0; lo = Y[0, s]; hi = lo
             for i in range(s, e):
-                v = y[S[0, i]]; tot += v
+                v = Y[0, i]; tot += v
                 if v < lo: lo = v
                 if v > hi: hi = v
             if lo == hi: continue
@@ -66,16 +79,17 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
         best += 1e-12 * abs(best) + 1e-300  # a split must strictly improve
         bf = -1; bt = 0.0
         for f in range(n_feat):
-            if F[S[f, s], f] == F[S[f, e - 1], f]: continue  # constant in this node
+            Vf = V[f]; Yf = Y[f]
+            if Vf[s] == Vf[e - 1]: continue
             if n_classes > 0:
                 lc[:] = 0.0
                 sql = 0.0; sqr = sq
                 for p in range(1, m - min_leaf + 1):
-                    k = int(y[S[f, s + p - 1]])
+                    k = int(Yf[s + p - 1])
                     sql += 2.0 * lc[k] + 1.0; lc[k] += 1.0
                     sqr -= 2.0 * (tc[k] - lc[k] + 1.0) - 1.0
                     if p < min_leaf: continue
-                    a = F[S[f, s + p - 1], f]; b = F[S[f, s + p], f]
+                    a = Vf[s + p - 1]; b = Vf[s + p]
                     if b <= a: continue
                     proxy = sql / p + sqr / (m - p)
                     if proxy > best:
@@ -84,9 +98,9 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
             else:
                 sl = 0.0
                 for p in range(1, m - min_leaf + 1):
-                    sl += y[S[f, s + p - 1]]
+                    sl += Yf[s + p - 1]
                     if p < min_leaf: continue
-                    a = F[S[f, s + p - 1], f]; b = F[S[f, s + p], f]
+                    a = Vf[s + p - 1]; b = Vf[s + p]
                     if b <= a: continue
                     sr = tot - sl
                     proxy = sl * sl / p + sr * sr / (m - p)
@@ -97,23 +111,31 @@ def _cart_fit(F, n_feat, y, n_classes, min_leaf, presorted):
         # split: stable partition of every feature's sorted block, so children stay sorted
         nl = 0
         for i in range(s, e):
-            r = S[bf, i]
-            goes_left[r] = F[r, bf] <= bt
-            nl += goes_left[r]
-        for f in range(n_feat):
+            g = V[bf, i] <= bt
+            goes_left[S[bf, i]] = g
+            nl += g
+        n_part = n_feat if (nl >= 2 * min_leaf or m - nl >= 2 * min_leaf) else 1  # children that will not be split need only their order
+        for f in range(n_part):
             il = s; ir = s + nl
             for i in range(s, e):
                 r = S[f, i]
-                if goes_left[r]: tmp[il] = r; il += 1
-                else: tmp[ir] = r; ir += 1
-            for i in range(s, e): S[f, i] = tmp[i]
+                g = goes_left[r]
+                dst = il if g else ir  # branch-free: the side is a coin flip the branch predictor cannot learn
+                tS2[f, dst] = r; tV2[f, dst] = V[f, i]; tY2[f, dst] = Y[f, i]
+                il += g; ir += 1 - g
         feature[node] = bf; threshold[node] = bt
         left[node] = n_nodes; start[n_nodes] = s; count[n_nodes] = nl
         right[node] = n_nodes + 1; start[n_nodes + 1] = s + nl; count[n_nodes + 1] = m - nl
+        depth[n_nodes] = depth[node] + 1; depth[n_nodes + 1] = depth[node] + 1
         stack[top] = n_nodes + 1; stack[top + 1] = n_nodes; top += 2
         n_nodes += 2
+    order = np.empty(n, np.int64)  # each leaf's block, from the buffer its depth left it in
+    for node in range(n_nodes):
+        if feature[node] < 0:
+            b = depth[node] % 2
+            for i in range(start[node], start[node] + count[node]): order[i] = SS[b, 0, i]
     return (feature[:n_nodes].copy(), threshold[:n_nodes].copy(), left[:n_nodes].copy(), right[:n_nodes].copy(),
-            start[:n_nodes].copy(), count[:n_nodes].copy(), S[0].copy())
+            start[:n_nodes].copy(), count[:n_nodes].copy(), order)
 
 # %% ../../nbs/20_generators/22_synthpop.ipynb #12b4f79a
 def presort(F: np.ndarray) -> np.ndarray:

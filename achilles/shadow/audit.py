@@ -19,7 +19,7 @@ from ..core.rng import seed_child, seed_root, int_seed
 from ..core.runtime import limit_threads, progress
 from ..core.validate import check_int, check_n_jobs, check_choice, check_fraction
 from ..queries import _bit_values, _check_schema, _direct_counts, _match_masks, sample_subsets
-from .game import DatasetSpec, dataset_key, generate_datasets, matching_rows, population_fingerprint, _jsonable
+from .game import DatasetSpec, dataset_key, generate_datasets, generator_version, matching_rows, population_fingerprint, _jsonable
 
 # %% auto #0
 __all__ = ['CLASSIFIERS', 'PoolModel', 'AuditPool', 'plan_pool', 'pool_features', 'audit_subsets', 'record_scores',
@@ -50,6 +50,9 @@ class PoolModel:
 
     @cached_property
     def fingerprint(self) -> str: return population_fingerprint(self.schema, self.encoded)  # the game's: the same Ω, the same cache keys
+
+    @cached_property
+    def generator_version(self) -> str: return generator_version(self.generator, self.schema, self.generator_params)  # as the game's
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #7242f6f4
 @dataclass(frozen=True, eq=False)

@@ -24,9 +24,9 @@ from ..core.runtime import atomic_write
 from ..core.validate import check_bool, check_float, check_int
 
 # %% auto #0
-__all__ = ['ScaleWarning', 'population_fingerprint', 'ThreatModel', 'matching_rows', 'split_population', 'DatasetSpec',
-           'dataset_key', 'plan_datasets', 'compact', 'expand', 'CacheWarning', 'DatasetCache', 'as_cache',
-           'cache_info', 'prune_cache', 'generate_datasets', 'Game', 'resolve_target', 'play_game']
+__all__ = ['ScaleWarning', 'population_fingerprint', 'generator_version', 'ThreatModel', 'matching_rows', 'split_population',
+           'DatasetSpec', 'dataset_key', 'plan_datasets', 'compact', 'expand', 'CacheWarning', 'DatasetCache',
+           'as_cache', 'cache_info', 'prune_cache', 'generate_datasets', 'Game', 'resolve_target', 'play_game']
 
 # %% ../../nbs/30_attacks/30_game.ipynb #8d7df1aa
 def _jsonable(params: Mapping | None, name="generator_params") -> dict:
@@ -69,6 +69,14 @@ def population_fingerprint(schema: Schema, enc: Encoded) -> str:
         h.update(str(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
+def generator_version(generator: str,  # a name in `achilles.generators.GENERATORS`
+                      schema: Schema,  # the population's schema
+                      params: Mapping | None = None,  # the generator's hyperparameters
+                      ) -> str:
+    "The generator's `version_token()`: an external library's version (part of the dataset cache key); '' for achilles' own."
+    from achilles.generators import make_generator
+    return make_generator(generator, schema, **(params or {})).version_token()
+
 @dataclass(frozen=True, eq=False)
 class ThreatModel:
     "The game of Sec. 2.3 as a value: population Ω, generator and its hyperparameters, and the sizes of Table 1."
@@ -105,6 +113,11 @@ class ThreatModel:
     def encoded(self) -> Encoded:
         "Ω in the shared encoding (computed once)."
         return encode(self.population, self.schema)
+
+    @cached_property
+    def generator_version(self) -> str:
+        "The generator's `version_token()` (an external library's version; '' for achilles' own generators)."
+        return generator_version(self.generator, self.schema, self.generator_params)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -171,6 +184,7 @@ def dataset_key(tm: ThreatModel, rows: np.ndarray, target: Encoded | None, seed:
     "SHA-256 of everything that determines a synthetic dataset (see the text above)."
     meta = dict(achilles=__version__, population=tm.fingerprint, generator=tm.generator, params=tm.generator_params,
                 dataset_size=tm.dataset_size, seed=seed_id(seed), target_added=target is not None)
+    if tm.generator_version: meta["generator_version"] = tm.generator_version  # only where there is one: native keys unchanged
     h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
     h.update(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
     if target is not None:

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MODELS', 'read_train', 'finish', 'losses', 'versions', 'fit_sample', 'main']
+__all__ = ['MODELS', 'read_train', 'finish', 'losses', 'known_rows', 'versions', 'fit_sample', 'main']
 
 # %% ../../../nbs/20_generators/24a_sdv_runner.ipynb #1ffc9853
 MODELS = ("ctgan", "tvae", "gaussiancopula", "copulagan")
@@ -49,6 +49,68 @@ def losses(model) -> dict:
     if "Loss" in last: return {"train_loss": [float(x) for x in last["Loss"]]}  # TVAE
     return {}
 
+# %% ../../../nbs/20_generators/24a_sdv_runner.ipynb #f1cdd074
+def _validated_tvae_class():
+    "ctgan's TVAE whose `fit` also records the held-out loss after every epoch (built on first use: ctgan lives in this venv only)."
+    import numpy as np, pandas as pd, torch
+    from torch.optim import Adam
+    from torch.utils.data import DataLoader, TensorDataset
+    from ctgan import TVAE
+    from ctgan.data_transformer import DataTransformer
+    from ctgan.synthesizers.base import random_state
+    from ctgan.synthesizers.tvae import Decoder, Encoder, _loss_function
+
+    class ValidatedTVAE(TVAE):
+        "ctgan's TVAE; `fit(train, discrete_columns, validation=None)` keeps `val_loss_values` (one per epoch) when given rows."
+        @random_state
+        def fit(self, train_data, discrete_columns=(), validation=None):
+            self.transformer = DataTransformer()
+            self.transformer.fit(train_data, discrete_columns)
+            train_data = self.transformer.transform(train_data)
+            val = None
+            if validation is not None and len(validation):
+                state = np.random.get_state()  # rdt draws the modes of continuous values from numpy.random
+                try: val = torch.from_numpy(self.transformer.transform(validation).astype("float32")).to(self._device)
+                finally: np.random.set_state(state)
+            dataset = TensorDataset(torch.from_numpy(train_data.astype("float32")).to(self._device))
+            loader = DataLoader(dataset, batch_size=self.batch_size, shuffle=True, drop_last=False)
+            data_dim = self.transformer.output_dimensions
+            encoder = Encoder(data_dim, self.compress_dims, self.embedding_dim).to(self._device)
+            self.decoder = Decoder(self.embedding_dim, self.decompress_dims, data_dim).to(self._device)
+            optimizerAE = Adam(list(encoder.parameters()) + list(self.decoder.parameters()), weight_decay=self.l2scale)
+            info = self.transformer.output_info_list
+            rows, self.val_loss_values = [], []
+            for i in range(self.epochs):
+                for id_, data in enumerate(loader):
+                    optimizerAE.zero_grad()
+                    real = data[0].to(self._device)
+                    mu, std, logvar = encoder(real)
+                    eps = torch.randn_like(std)
+                    emb = eps * std + mu
+                    rec, sigmas = self.decoder(emb)
+                    loss_1, loss_2 = _loss_function(rec, real, sigmas, mu, logvar, info, self.loss_factor)
+                    loss = loss_1 + loss_2
+                    loss.backward()
+                    optimizerAE.step()
+                    self.decoder.sigma.data.clamp_(0.01, 1.0)
+                    rows.append((i, id_, loss.detach().cpu().item()))
+                if val is not None:
+                    with torch.no_grad():
+                        mu, _, logvar = encoder(val)
+                        rec, sigmas = self.decoder(mu)
+                        v1, v2 = _loss_function(rec, val, sigmas, mu, logvar, info, self.loss_factor)
+                        self.val_loss_values.append(float(v1 + v2))
+            self.loss_values = pd.DataFrame(rows, columns=["Epoch", "Batch", "Loss"])
+
+    return ValidatedTVAE
+
+def known_rows(validation, train, columns: list):
+    "The rows of `validation` whose values of `columns` all occur in `train` (boolean mask)."
+    import numpy as np
+    keep = np.ones(len(validation), bool)
+    for c in columns: keep &= validation[c].astype(str).isin(set(train[c].astype(str))).to_numpy()
+    return keep
+
 # %% ../../../nbs/20_generators/24a_sdv_runner.ipynb #bf75976b
 def _seed_all(seed):
     import numpy as np, torch
@@ -70,20 +132,29 @@ def versions(lib: str = "ctgan") -> dict:
     return v
 
 # %% ../../../nbs/20_generators/24a_sdv_runner.ipynb #4f168bc9
-def fit_sample(train, schema: list, n: int, seed: int, params: dict) -> tuple:
-    "Fit the model named in `params['model']` on `train`, sample `n` rows; (samples, losses, versions)."
+def fit_sample(train, schema: list, n: int, seed: int, params: dict, validation=None) -> tuple:
+    "Fit the model named in `params['model']` on `train` (TVAE: with held-out `validation` rows, if given), sample `n` rows; (samples, losses, versions)."
     params = dict(params)
     model = params.pop("model", "ctgan")
     if model not in MODELS: raise ValueError(f"params['model']={model!r}; allowed: {', '.join(MODELS)}")
+    if validation is not None and model != "tvae":
+        raise ValueError(f"model {model!r} has no held-out loss; validation rows are accepted for 'tvae' only")
     cats = [c["name"] for c in schema if c["kind"] == "categorical"]
     _seed_all(seed)
     if model in ("ctgan", "tvae"):
         import ctgan
-        m = (ctgan.CTGAN if model == "ctgan" else ctgan.TVAE)(**params)
+        extra = {}
+        if validation is not None:
+            keep = known_rows(validation, train, cats)
+            m, extra = _validated_tvae_class()(**params), {"val_rows": int(keep.sum()), "val_rows_dropped": int((~keep).sum())}
+        else: m = (ctgan.CTGAN if model == "ctgan" else ctgan.TVAE)(**params)
         m.set_random_state(seed)
-        m.fit(train, discrete_columns=cats)
+        if validation is not None: m.fit(train, discrete_columns=cats, validation=validation[keep])
+        else: m.fit(train, discrete_columns=cats)
         _seed_all(seed + 1); m.set_random_state(seed + 1)
-        return finish(m.sample(n), schema), losses(m), versions("ctgan")
+        ls = losses(m)
+        if validation is not None: ls.update(val_loss=list(m.val_loss_values), **extra)
+        return finish(m.sample(n), schema), ls, versions("ctgan")
     from sdv.single_table import CopulaGANSynthesizer, GaussianCopulaSynthesizer
     cls = GaussianCopulaSynthesizer if model == "gaussiancopula" else CopulaGANSynthesizer
     m = cls(_sdv_metadata(schema), enforce_min_max_values=True, enforce_rounding=False, **params)
@@ -95,14 +166,15 @@ def fit_sample(train, schema: list, n: int, seed: int, params: dict) -> tuple:
 
 # %% ../../../nbs/20_generators/24a_sdv_runner.ipynb #40140cea
 def main(argv=None) -> int:
-    "Read config.json, fit, sample, write samples.csv (and losses.json); exit 0 on success."
+    "Read config.json, fit (on validation.csv too, where the config names one), sample, write samples.csv (and losses.json); exit 0 on success."
     p = argparse.ArgumentParser(prog="sdv_runner.py", description="Fit a ctgan / SDV model on train.csv and sample from it.")
     p.add_argument("--config", required=True, help="config.json of achilles' ExternalGenerator protocol")
     cfg_path = Path(p.parse_args(argv).config); here = cfg_path.parent
     cfg = json.loads(cfg_path.read_text())
     train = read_train(here / cfg["train"], cfg["schema"])
     t0 = time.perf_counter()
-    samples, ls, vs = fit_sample(train, cfg["schema"], int(cfg["n"]), int(cfg["seed"]), cfg.get("params") or {})
+    val = read_train(here / cfg["validation"], cfg["schema"]) if cfg.get("validation") else None
+    samples, ls, vs = fit_sample(train, cfg["schema"], int(cfg["n"]), int(cfg["seed"]), cfg.get("params") or {}, validation=val)
     samples.to_csv(here / cfg["out"], index=False)
     if ls and cfg.get("losses"): (here / cfg["losses"]).write_text(json.dumps(ls))
     print(json.dumps({"seconds": time.perf_counter() - t0, "versions": vs}))
