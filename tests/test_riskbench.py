@@ -117,3 +117,57 @@ def test_cli_checks_options_before_work(tmp_path):
     r = subprocess.run([ACHILLES, "riskbench", "--risk-model", "nosuch", "--results", ""],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "nosuch" in r.stderr
+
+
+def _epoch_toy():
+    "A stand-in for a generator trained in epochs (TVAE): a known held-out loss 10 / e + e / 10 (minimum 2 at epoch 10)."
+    from achilles.core.base import Generator
+
+    class EpochToy(Generator):
+        "Trains in epochs with a known U-shaped held-out loss; samples training rows."
+        validation_loss = True
+        def __init__(self, schema, epochs: int = 5): self.schema, self.epochs = schema, epochs
+        def fit(self, df, rng=None, validation=None):
+            Generator.fit(self, df, rng)
+            e = np.arange(1, self.epochs + 1, dtype=float)
+            self.losses_ = pd.DataFrame({"epoch": e.astype(int), "train_loss": 1 / e,
+                                         "val_loss": 10 / e + e / 10 if validation is not None else np.nan})
+            return self
+        def _fit(self, enc, rng): self.enc_ = enc
+        def _sample(self, n, rng): return self.enc_.take(rng.integers(self.enc_.n, size=n))
+    return EpochToy
+
+
+@pytest.fixture
+def epoch_toy():
+    from achilles.generators import GENERATORS
+    GENERATORS.register("epoch_toy", _epoch_toy(), summary="test stand-in for a generator trained in epochs")
+    yield "epoch_toy"
+    GENERATORS.unregister("epoch_toy")
+
+
+def test_overfit_epoch_path_stops_where_the_heldout_loss_reaches_f_o(adult, epoch_toy):
+    "The paper's rule on a known curve: best epoch 10 (L* = 2); f_o = 1.5 is crossed between epochs 26 (2.985) and 27 (3.070)."
+    import warnings
+    from achilles.experiments.riskbench import epoch_path
+    df, schema = adult
+    sp = split_data(df, SMALL, rng=0)
+    assert epoch_path(epoch_toy) and epoch_path("tvae") and not epoch_path("ctgan") and not epoch_path("baynet")
+    ov = Overfit(max_epochs=40)
+    st = ov.prepare(sp, schema, epoch_toy, {}, 0)
+    assert st["best"] == 9 and st["L_star"] == pytest.approx(2.0)
+    s1 = ov.setting(sp, schema, 1.0, epoch_toy, {}, st, 1)
+    assert s1.info["point"] == {"epochs": 10} and len(s1.synthetic) == len(sp.release)
+    s15 = ov.setting(sp, schema, 1.5, epoch_toy, {}, st, 1)
+    assert s15.info["point"] == {"epochs": 26} and s15.info["reached_ratio"] == pytest.approx((10 / 26 + 2.6) / 2)
+    with pytest.warns(OverfitWarning, match="at most 2.125"):
+        s3 = ov.setting(sp, schema, 3.0, epoch_toy, {}, st, 1)
+    assert s3.info["point"] == {"epochs": 40}
+    with pytest.raises(ValueError, match=r"leave them out"): ov.prepare(sp, schema, epoch_toy, {"epochs": 3}, 0)
+    with pytest.raises(ValueError, match="epoch path"): ov.prepare(sp, schema, "independent", {}, 0)
+    with pytest.raises(ValueError, match="max_epochs"): Overfit(max_epochs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = run_riskbench(df, "overfit", generator=epoch_toy, levels=(1.0, 1.5), metrics="ims", sizes=SMALL, utility=False,
+                             model_params=dict(max_epochs=40), rng=0, verbose=False)
+    assert sorted(rows["level"]) == [1.0, 1.5]

@@ -22,9 +22,9 @@ from ..nobox import METRICS
 
 # %% auto #0
 __all__ = ['SPLIT_PARTS', 'OVERFIT_PATHS', 'RISK_MODELS', 'Split', 'default_sizes', 'split_data', 'RiskSetting', 'RiskModel',
-           'Leaky', 'DP', 'OverfitWarning', 'monotone_path', 'heldout_loss', 'Overfit', 'embed', 'lof_scores',
-           'remove_outliers', 'Outliers', 'Canary', 'metric_specs', 'sweep', 'evaluate_setting', 'run_riskbench',
-           'summary_table', 'plot_response']
+           'Leaky', 'DP', 'OverfitWarning', 'monotone_path', 'epoch_path', 'heldout_loss', 'Overfit', 'embed',
+           'lof_scores', 'remove_outliers', 'Outliers', 'Canary', 'metric_specs', 'sweep', 'evaluate_setting',
+           'run_riskbench', 'summary_table', 'plot_response']
 
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #ce37b5af
 SPLIT_PARTS = ("train", "control", "release", "validation", "reference")
@@ -173,6 +173,12 @@ def monotone_path(grid: list, losses: np.ndarray, group: str | None) -> list:
             if losses[i] >= last: path.append(i); last = losses[i]
     return path
 
+def epoch_path(generator: str) -> bool:
+    "Whether `generator` overfits along epochs: it reports a held-out loss per epoch (`validation_loss`) and takes `epochs`."
+    if generator not in GENERATORS: return False
+    cls = GENERATORS[generator]
+    return bool(getattr(cls, "validation_loss", False)) and "epochs" in _safe_params(generator)
+
 def heldout_loss(gen, validation: pd.DataFrame, **loss_kw) -> float:
     "Mean negative log-likelihood (nats per record) of `validation` under a fitted generator with a `log_likelihood` method."
     if not hasattr(gen, "log_likelihood"):
@@ -188,14 +194,20 @@ class Overfit(RiskModel):
     def __init__(self,
                  rtol: float = 0.01,  # relative tolerance of the reached loss where a bisection is possible
                  max_bisections: int = 12,  # fits per bisection at most
+                 max_epochs: int = 1500,  # epochs of the probe run of a generator trained in epochs (`epoch_path`)
                  ):
         self.rtol, self.max_bisections = check_float("rtol", rtol, lo=0.0, lo_open=True), check_int("max_bisections", max_bisections, lo=0)
+        self.max_epochs = check_int("max_epochs", max_epochs, lo=2)
 
     def check_level(self, level) -> float: return check_float("level (f_o)", level, lo=1.0)
 
     def _path(self, generator, params, n):
+        if epoch_path(generator):
+            if "epochs" in params: raise ValueError("the overfit risk model sets ['epochs'] along its path; leave them out of the generator's params")
+            return None
         if generator not in OVERFIT_PATHS:
-            raise ValueError(f"the overfit risk model has a complexity path for {sorted(OVERFIT_PATHS)}, not for generator {generator!r}")
+            raise ValueError(f"the overfit risk model has a complexity path for {sorted(OVERFIT_PATHS)} and an epoch path for generators "
+                             f"with a held-out loss per epoch (tvae), not for generator {generator!r}")
         grid, loss_kw, cont, group = OVERFIT_PATHS[generator]
         grid = grid(n)
         clash = sorted(set(params) & set(grid[0]))
@@ -206,7 +218,24 @@ class Overfit(RiskModel):
         g = make_generator(generator, schema, **params, **point).fit(split.train, rng=check_rng(seed))
         return heldout_loss(g, split.validation, **loss_kw)
 
+    def _epoch_prepare(self, split, schema, generator, params, rng):
+        "One probe run of `max_epochs` epochs with the validation records: the held-out loss after every epoch."
+        r = check_rng(rng)
+        seed, sample_seed = (int(x) for x in r.integers(2 ** 32, size=2))
+        g = make_generator(generator, schema, **params, epochs=self.max_epochs)
+        g.fit(split.train, rng=check_rng(seed), validation=split.validation).sample(1, rng=check_rng(sample_seed))
+        losses = g.losses_["val_loss"].to_numpy(dtype=float)
+        if len(losses) != self.max_epochs or not np.isfinite(losses).all():
+            raise RuntimeError(f"{generator}: the probe run reported {len(losses)} finite held-out losses, not one per epoch ({self.max_epochs})")
+        best = int(np.argmin(losses))
+        if not losses[best] > 0:
+            raise ValueError(f"{generator}: the best held-out loss L* = {losses[best]:.4g} is not positive, so f_o · L* is no loss above it")
+        path = [dict(epochs=e) for e in range(1, self.max_epochs + 1)]
+        return dict(path=path, losses=losses, best=best, L_star=float(losses[best]), seed=seed, sample_seed=sample_seed, grid=path,
+                    grid_losses=losses, train_loss=g.losses_["train_loss"].to_numpy(dtype=float))
+
     def prepare(self, split, schema, generator, params, rng):
+        if self._path(generator, params, len(split.train)) is None: return self._epoch_prepare(split, schema, generator, params, rng)
         grid, loss_kw, _, group = self._path(generator, params, len(split.train))
         seed = int(check_rng(rng).integers(2 ** 32))
         grid_losses = np.array([self._loss(generator, schema, params, p, split, seed, loss_kw) for p in grid])
@@ -223,12 +252,12 @@ def _choose(self: Overfit, generator, schema, params, split, state, f):
     path, losses, best, L = state["path"], state["losses"], state["best"], state["L_star"]
     if f == 1.0: return path[best], float(losses[best])
     target = f * L
-    _, loss_kw, cont, _ = OVERFIT_PATHS[generator]
+    _, loss_kw, cont, _ = OVERFIT_PATHS.get(generator, (None, {}, None, None))  # an epoch path: no bisection
     after = np.arange(best + 1, len(path))
     hit = after[losses[after] >= target]
     if not len(hit):
         j = int(after[np.argmax(losses[after])]) if len(after) else best
-        warnings.warn(OverfitWarning(f"{generator}: the complexity path reaches at most {losses[j] / L:.3f} · L*, not f_o = {f:g}; "
+        warnings.warn(OverfitWarning(f"{generator}: the path reaches at most {losses[j] / L:.3f} · L*, not f_o = {f:g}; "
                                      f"using its most overfit point {path[j]}"), stacklevel=3)
         return path[j], float(losses[j])
     j = int(hit[0]); i = j - 1
@@ -251,7 +280,9 @@ def _overfit_setting(self: Overfit, split, schema, level, generator, params, sta
     f = self.check_level(level)
     point, loss = _choose(self, generator, schema, params, split, state, f)
     g = make_generator(generator, schema, **params, **point).fit(split.train, rng=check_rng(state["seed"]))
-    syn = g.sample(len(split.release), rng=check_rng(rng))
+    # an epoch path replays the probe's training (its seed depends on both streams); a complexity path samples with the level's
+    srng = state.get("sample_seed")
+    syn = g.sample(len(split.release), rng=check_rng(rng if srng is None else srng))
     info = dict(point=point, loss=loss, L_star=state["L_star"], reached_ratio=loss / state["L_star"], best_point=state["path"][state["best"]])
     return RiskSetting(split.train, split.control, syn, split.reference, f, info)
 
