@@ -22,8 +22,8 @@ from ..nobox import METRICS
 
 # %% auto #0
 __all__ = ['SPLIT_PARTS', 'OVERFIT_PATHS', 'RISK_MODELS', 'Split', 'default_sizes', 'split_data', 'RiskSetting', 'RiskModel',
-           'Leaky', 'DP', 'OverfitWarning', 'monotone_path', 'epoch_path', 'heldout_loss', 'Overfit', 'embed',
-           'lof_scores', 'remove_outliers', 'Outliers', 'Canary', 'metric_specs', 'sweep', 'evaluate_setting',
+           'Leaky', 'DP', 'OverfitWarning', 'monotone_path', 'trailing_mean', 'epoch_path', 'heldout_loss', 'Overfit',
+           'embed', 'lof_scores', 'remove_outliers', 'Outliers', 'Canary', 'metric_specs', 'sweep', 'evaluate_setting',
            'run_riskbench', 'summary_table', 'plot_response']
 
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #ce37b5af
@@ -173,6 +173,15 @@ def monotone_path(grid: list, losses: np.ndarray, group: str | None) -> list:
             if losses[i] >= last: path.append(i); last = losses[i]
     return path
 
+def trailing_mean(x: np.ndarray,  # one value per epoch
+                  window: int,  # epochs averaged (fewer at the start)
+                  ) -> np.ndarray:
+    "Mean of each value and the `window - 1` before it: what a stopping rule that waits for a steady loss sees after each epoch."
+    c = np.concatenate([[0.0], np.cumsum(np.asarray(x, dtype=float))])
+    i = np.arange(1, len(x) + 1)
+    lo = np.maximum(i - window, 0)
+    return (c[i] - c[lo]) / (i - lo)
+
 def epoch_path(generator: str) -> bool:
     "Whether `generator` overfits along epochs: it reports a held-out loss per epoch (`validation_loss`) and takes `epochs`."
     if generator not in GENERATORS: return False
@@ -195,9 +204,11 @@ class Overfit(RiskModel):
                  rtol: float = 0.01,  # relative tolerance of the reached loss where a bisection is possible
                  max_bisections: int = 12,  # fits per bisection at most
                  max_epochs: int = 1500,  # epochs of the probe run of a generator trained in epochs (`epoch_path`)
+                 smooth_epochs: int = 25,  # an epoch path reads the held-out loss as its mean over the last this many epochs
                  ):
         self.rtol, self.max_bisections = check_float("rtol", rtol, lo=0.0, lo_open=True), check_int("max_bisections", max_bisections, lo=0)
         self.max_epochs = check_int("max_epochs", max_epochs, lo=2)
+        self.smooth_epochs = check_int("smooth_epochs", smooth_epochs, lo=1)
 
     def check_level(self, level) -> float: return check_float("level (f_o)", level, lo=1.0)
 
@@ -224,15 +235,16 @@ class Overfit(RiskModel):
         seed, sample_seed = (int(x) for x in r.integers(2 ** 32, size=2))
         g = make_generator(generator, schema, **params, epochs=self.max_epochs)
         g.fit(split.train, rng=check_rng(seed), validation=split.validation).sample(1, rng=check_rng(sample_seed))
-        losses = g.losses_["val_loss"].to_numpy(dtype=float)
-        if len(losses) != self.max_epochs or not np.isfinite(losses).all():
-            raise RuntimeError(f"{generator}: the probe run reported {len(losses)} finite held-out losses, not one per epoch ({self.max_epochs})")
+        raw = g.losses_["val_loss"].to_numpy(dtype=float)
+        if len(raw) != self.max_epochs or not np.isfinite(raw).all():
+            raise RuntimeError(f"{generator}: the probe run reported {len(raw)} finite held-out losses, not one per epoch ({self.max_epochs})")
+        losses = trailing_mean(raw, self.smooth_epochs)
         best = int(np.argmin(losses))
         if not losses[best] > 0:
             raise ValueError(f"{generator}: the best held-out loss L* = {losses[best]:.4g} is not positive, so f_o · L* is no loss above it")
         path = [dict(epochs=e) for e in range(1, self.max_epochs + 1)]
         return dict(path=path, losses=losses, best=best, L_star=float(losses[best]), seed=seed, sample_seed=sample_seed, grid=path,
-                    grid_losses=losses, train_loss=g.losses_["train_loss"].to_numpy(dtype=float))
+                    grid_losses=losses, raw_losses=raw, train_loss=g.losses_["train_loss"].to_numpy(dtype=float))
 
     def prepare(self, split, schema, generator, params, rng):
         if self._path(generator, params, len(split.train)) is None: return self._epoch_prepare(split, schema, generator, params, rng)

@@ -130,7 +130,7 @@ class TVAE(LibraryGenerator):
     "TVAE (Xu et al. 2019, `ctgan` library), run in the venv of $ACHILLES_SDV_PYTHON."
     runner, env, model = "sdv_runner.py", SDV_ENV, "tvae"
     package = "ctgan"
-    validation_loss = True  # TVAE's loss (reconstruction + KL, code at the encoder's mean) on held-out rows, per epoch
+    validation_loss = True  # TVAE's loss without log σ (reconstruction + KL, code at the encoder's mean) on held-out rows, per epoch
     def __init__(self, schema: Schema,
                  epochs: int = 300,  # passes over the training data
                  batch_size: int = 500,  # records per batch

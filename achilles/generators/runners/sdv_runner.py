@@ -58,6 +58,7 @@ def _validated_tvae_class():
     from ctgan import TVAE
     from ctgan.data_transformer import DataTransformer
     from ctgan.synthesizers.base import random_state
+    from torch.nn.functional import cross_entropy
     from ctgan.synthesizers.tvae import Decoder, Encoder, _loss_function
 
     class ValidatedTVAE(TVAE):
@@ -95,12 +96,24 @@ def _validated_tvae_class():
                     self.decoder.sigma.data.clamp_(0.01, 1.0)
                     rows.append((i, id_, loss.detach().cpu().item()))
                 if val is not None:
-                    with torch.no_grad():
-                        mu, _, logvar = encoder(val)
-                        rec, sigmas = self.decoder(mu)
-                        v1, v2 = _loss_function(rec, val, sigmas, mu, logvar, info, self.loss_factor)
-                        self.val_loss_values.append(float(v1 + v2))
+                    with torch.no_grad(): self.val_loss_values.append(self._heldout_loss(encoder, val, info))
             self.loss_values = pd.DataFrame(rows, columns=["Epoch", "Batch", "Loss"])
+
+        def _heldout_loss(self, encoder, val, info) -> float:
+            "`_loss_function` at the encoder's mean without the Gaussian's log σ terms (non-negative), per held-out row."
+            mu, _, logvar = encoder(val)
+            rec, sigmas = self.decoder(mu)
+            st, terms = 0, []
+            for column_info in info:
+                for span in column_info:
+                    ed = st + span.dim
+                    if span.activation_fn != "softmax":
+                        eq = val[:, st] - torch.tanh(rec[:, st])
+                        terms.append((eq ** 2 / 2 / (sigmas[st] ** 2)).sum())
+                    else: terms.append(cross_entropy(rec[:, st:ed], torch.argmax(val[:, st:ed], dim=-1), reduction="sum"))
+                    st = ed
+            kld = -0.5 * torch.sum(1 + logvar - mu ** 2 - logvar.exp())
+            return float((sum(terms) * self.loss_factor + kld) / val.shape[0])
 
     return ValidatedTVAE
 
