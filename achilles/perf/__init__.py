@@ -31,7 +31,9 @@ def cpu_info() -> dict:
                 vector=[v for v in _VECTOR_FLAGS if v in flags], machine=platform.machine())
     try:
         import numba, llvmlite.binding as llvm
-        info.update(numba=numba.__version__, numba_threads=numba.get_num_threads(), llvm_cpu=llvm.get_host_cpu_name())
+        forced = numba.config.CPU_NAME  # NUMBA_CPU_NAME: numba compiles for that CPU instead of this one
+        info.update(numba=numba.__version__, numba_threads=numba.get_num_threads(),
+                    llvm_cpu=f"{forced} (forced by NUMBA_CPU_NAME; host {llvm.get_host_cpu_name()})" if forced else llvm.get_host_cpu_name())
         info["threading_layer"] = numba.config.THREADING_LAYER
     except Exception as e:  # numba missing or broken: say so in the line, do not hide it
         info["numba"] = f"unavailable ({type(e).__name__})"
