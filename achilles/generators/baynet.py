@@ -36,6 +36,22 @@ def _joint_counts(X, cols, cards):
     return tab
 
 @njit(cache=True)
+def _mi_from_table(tab, npc, ca, n):
+    "I(child; parents) in nats from the flat contingency table tab[parent configuration * ca + child value] of n records."
+    rows = np.zeros(npc, np.float64); cols = np.zeros(ca, np.float64)
+    for i in range(npc):
+        for v in range(ca):
+            t = tab[i * ca + v]
+            rows[i] += t; cols[v] += t
+    mi = 0.0
+    for i in range(npc):
+        if rows[i] == 0.0: continue
+        for v in range(ca):
+            t = tab[i * ca + v]
+            if t > 0.0: mi += t * math.log(t * n / (rows[i] * cols[v]))
+    return mi / n
+
+@njit(cache=True)
 def _mutual_information_batch(X, cards, child, parents):
     "I(child[m]; parents[m, :]) in nats for each candidate m (parents as one joint variable)."
     n = X.shape[0]; m = child.shape[0]; k = parents.shape[1]
@@ -51,18 +67,7 @@ def _mutual_information_batch(X, cards, child, parents):
                 p = parents[c, j]
                 code = code * cards[p] + X[r, p]
             tab[code * ca + X[r, a]] += 1.0
-        rows = np.zeros(npc, np.float64); cols = np.zeros(ca, np.float64)
-        for i in range(npc):
-            for v in range(ca):
-                t = tab[i * ca + v]
-                rows[i] += t; cols[v] += t
-        mi = 0.0
-        for i in range(npc):
-            if rows[i] == 0.0: continue
-            for v in range(ca):
-                t = tab[i * ca + v]
-                if t > 0.0: mi += t * math.log(t * n / (rows[i] * cols[v]))
-        out[c] = mi / n
+        out[c] = _mi_from_table(tab, npc, ca, n)
     return out
 
 # %% ../../nbs/20_generators/21_baynet.ipynb #35f2ac17
@@ -73,18 +78,7 @@ def _mi_one(X, cards, a, p):
     tab = np.zeros(npc * ca, np.float64)
     for r in range(n):
         tab[X[r, p] * ca + X[r, a]] += 1.0
-    rows = np.zeros(npc, np.float64); cols = np.zeros(ca, np.float64)
-    for i in range(npc):
-        for v in range(ca):
-            t = tab[i * ca + v]
-            rows[i] += t; cols[v] += t
-    mi = 0.0
-    for i in range(npc):
-        if rows[i] == 0.0: continue
-        for v in range(ca):
-            t = tab[i * ca + v]
-            if t > 0.0: mi += t * math.log(t * n / (rows[i] * cols[v]))
-    return mi / n
+    return _mi_from_table(tab, npc, ca, n)
 
 @njit(cache=True)
 def _greedy_one_parent(X, cards, first):
