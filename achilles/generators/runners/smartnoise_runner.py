@@ -11,8 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['MARGINAL_MODELS', 'GAN_MODELS', 'MODELS', 'n_codes', 'to_codes', 'from_codes', 'gan_table', 'from_gan', 'versions',
-           'gan_batch_size', 'gan_losses', 'fit_sample', 'main']
+__all__ = ['MARGINAL_MODELS', 'GAN_MODELS', 'MODELS', 'n_codes', 'category_codes', 'category_texts', 'to_codes', 'from_codes',
+           'gan_table', 'from_gan', 'versions', 'gan_batch_size', 'gan_losses', 'fit_sample', 'main']
 
 # %% ../../../nbs/20_generators/24b_smartnoise_runner.ipynb #f68cf525
 MARGINAL_MODELS = ("aim", "mst")  # discrete: codes over the public domain
@@ -27,16 +27,25 @@ def n_codes(col: dict, bins: int) -> int:
     if col["kind"] == "categorical": return len(col["categories"])
     return int(col["upper"] - col["lower"]) + 1 if _exact(col, bins) else bins
 
+def category_codes(s, col: dict):
+    "A categorical column's values (compared as text) as indices into the schema's categories; a clear error for any other value."
+    import numpy as np
+    k = s.astype(str).map({str(v): i for i, v in enumerate(col["categories"])})
+    if k.isna().any(): raise ValueError(f"column {col['name']!r}: value {s[k.isna()].iloc[0]!r} is not a category of the schema")
+    return k.to_numpy(dtype=np.int64)
+
+def category_texts(k, col: dict):
+    "Indices into the schema's categories back to the categories' texts."
+    import numpy as np
+    return np.asarray([str(v) for v in col["categories"]], dtype=object)[np.asarray(k, dtype=np.int64)]
+
 def to_codes(train, schema: list, bins: int):
     "Every column as integer codes over its public domain (category index, or bin of a continuous value)."
     import numpy as np, pandas as pd
     out = {}
     for c in schema:
         s = train[c["name"]]
-        if c["kind"] == "categorical":
-            lut = {str(v): i for i, v in enumerate(c["categories"])}
-            k = s.astype(str).map(lut)
-            if k.isna().any(): raise ValueError(f"column {c['name']!r}: value {s[k.isna()].iloc[0]!r} is not a category of the schema")
+        if c["kind"] == "categorical": k = category_codes(s, c)
         else:
             x = s.to_numpy(dtype=float) - c["lower"]
             w = c["upper"] - c["lower"]
@@ -50,7 +59,7 @@ def from_codes(codes, schema: list, bins: int, rng):
     out = {}
     for c in schema:
         k = codes[c["name"]].to_numpy(dtype=np.int64)
-        if c["kind"] == "categorical": out[c["name"]] = np.asarray([str(v) for v in c["categories"]], dtype=object)[k]; continue
+        if c["kind"] == "categorical": out[c["name"]] = category_texts(k, c); continue
         w = (c["upper"] - c["lower"]) / bins
         if _exact(c, bins): v = c["lower"] + k.astype(float)
         elif c.get("integer"):  # a whole number inside the bin, uniformly (the last bin includes `upper`)
@@ -68,11 +77,7 @@ def gan_table(train, schema: list):
     out = {}
     for c in schema:
         s = train[c["name"]]
-        if c["kind"] == "categorical":
-            k = s.astype(str).map({str(v): i for i, v in enumerate(c["categories"])})
-            if k.isna().any(): raise ValueError(f"column {c['name']!r}: value {s[k.isna()].iloc[0]!r} is not a category of the schema")
-            out[c["name"]] = k.astype(np.int64)
-        else: out[c["name"]] = np.clip(s.to_numpy(dtype=float), c["lower"], c["upper"])
+        out[c["name"]] = category_codes(s, c) if c["kind"] == "categorical" else np.clip(s.to_numpy(dtype=float), c["lower"], c["upper"])
     return pd.DataFrame(out)
 
 def from_gan(samples, schema: list):
@@ -81,8 +86,7 @@ def from_gan(samples, schema: list):
     out = {}
     for c in schema:
         v = samples[c["name"]]
-        if c["kind"] == "categorical":
-            out[c["name"]] = np.asarray([str(x) for x in c["categories"]], dtype=object)[v.to_numpy(dtype=np.int64)]
+        if c["kind"] == "categorical": out[c["name"]] = category_texts(v.to_numpy(dtype=np.int64), c)
         else:
             x = np.clip(v.to_numpy(dtype=float), c["lower"], c["upper"])
             out[c["name"]] = np.rint(x).astype(np.int64) if c.get("integer") else x
