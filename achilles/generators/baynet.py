@@ -101,6 +101,23 @@ def _greedy_one_parent(X, cards, first):
         order[t] = ba; parent[ba] = bp; placed[ba] = True
     return order, parent
 
+@njit(cache=True)
+def _one_parent_logits(X, cards, order, t, placed, mi, binary, sens_bin, sens_non, half_eps, two_dm1, child, parent, logits):
+    "Step t of PrivBayes' one-parent search: fill mi[:, order[t-1]], then write the candidates (child, parent) and their logits (ε/2)·I / (2(d−1)·S) in the Python search's order; returns their number."
+    d = X.shape[1]; p = order[t - 1]
+    for a in range(d):
+        if not placed[a]: mi[a, p] = _mi_one(X, cards, a, p)
+    m = 0
+    for a in range(d):  # attributes ascending, then parents in network order, as `_greedy` lists its candidates
+        if placed[a]: continue
+        for j in range(t):
+            q = order[j]
+            s = sens_bin if (binary[a] or binary[q]) else sens_non
+            child[m] = a; parent[m] = q
+            logits[m] = (half_eps * mi[a, q]) / (two_dm1 * s)  # the numpy expression's operations, in its order
+            m += 1
+    return m
+
 # %% ../../nbs/20_generators/21_baynet.ipynb #ef4cb2af
 @njit(cache=True)
 def _ancestral_sample(order, parents, n_par, cards, cum, offsets, u):
@@ -338,6 +355,11 @@ def mi_sensitivity(n: int,  # number of records (public in the bounded, swap-one
 
 CALIBRATIONS = ("zhang", "datasynthesizer", "datasynthesizer_legacy")
 
+def _exp_mechanism(logits: np.ndarray, rng) -> int:
+    "Index drawn with probability proportional to exp(logits), by one uniform on the cumulative weights (the max subtracted first)."
+    p = np.exp(logits - logits.max())
+    return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
+
 def laplace_scale(calibration: str,  # one of `CALIBRATIONS`
                   epsilon: float,  # total privacy budget ε (the Laplace step gets ε/2)
                   d: int,  # number of attributes
@@ -386,8 +408,27 @@ class PrivBayes(BayNet):
         else: binary = self._observed_binary[child] | ((kk == 1) & self._observed_binary[par[:, 0]])
         sens = np.where(binary, mi_sensitivity(n, True), mi_sensitivity(n, False))
         logits = (self.epsilon / 2) * scores / (2 * (len(cards) - 1) * sens)  # exp(ε₁ I / (2 Δ)), Δ = (d - 1) S(I)
-        p = np.exp(logits - logits.max())
-        return int(min(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"), len(p) - 1))
+        return _exp_mechanism(logits, rng)
+
+    def _structure(self, X, cards, k, rng):
+        "One parent and finite ε: the search with its scores and logits from `_one_parent_logits`, the draw in numpy; else BayNet's."
+        if k != 1 or math.isinf(self.epsilon): return super()._structure(X, cards, k, rng)
+        n, d = X.shape
+        first = int(rng.integers(d))
+        binary = (cards == 2) if self.calibration == "zhang" else self._observed_binary
+        order = np.empty(d, np.int64); order[0] = first
+        placed = np.zeros(d, np.bool_); placed[first] = True
+        mi = np.zeros((d, d), np.float64)
+        child, parent = np.empty(d * d, np.int64), np.empty(d * d, np.int64)
+        logits = np.empty(d * d, np.float64)
+        parents = [()] * d
+        for t in range(1, d):
+            m = _one_parent_logits(X, cards, order, t, placed, mi, np.ascontiguousarray(binary, np.bool_),
+                                   mi_sensitivity(n, True), mi_sensitivity(n, False), float(self.epsilon / 2),
+                                   float(2 * (d - 1)), child, parent, logits)
+            i = _exp_mechanism(logits[:m], rng)
+            a = int(child[i]); order[t] = a; placed[a] = True; parents[a] = (int(parent[i]),)
+        return [int(a) for a in order], parents
 
     def _perturb(self, joint, rng):
         if self.noise_scale_ == 0: return joint

@@ -16,7 +16,7 @@ from ..experiments.runner import _dataset_name, attack_record, pool_sizes, resol
 from . import machine_line
 from ..selectors import select_records
 from ..shadow.game import ThreatModel, play_game
-from ..generators.baynet import BayNet
+from ..generators.baynet import BayNet, PrivBayes
 
 # %% auto #0
 __all__ = ['TARGET_SECONDS', 'bench_attack', 'bench_target_attention']
@@ -36,6 +36,10 @@ class _PythonGreedyBayNet(BayNet):
     "BayNet whose structure search runs in Python (`_greedy`): the baseline of the one-parent kernel."
     def _select(self, scores, cands, n, rng): return int(np.argmax(scores))
 
+class _PythonGreedyPrivBayes(PrivBayes):
+    "PrivBayes whose structure search runs in Python (`_greedy`): the baseline of `_one_parent_logits`."
+    def _structure(self, X, cards, k, rng): return BayNet._structure(self, X, cards, k, rng)
+
 def _generator_profile(generator: str, schema: Schema, pool: Encoded, size: int, n: int = 60, rng=0) -> dict:
     "One process: ms per dataset to fit and to sample `generator`, and to fit its named baseline (None where it has none)."
     from achilles.generators import make_generator
@@ -52,6 +56,7 @@ def _generator_profile(generator: str, schema: Schema, pool: Encoded, size: int,
         return 1e3 * fit / n, 1e3 * smp / n
     fit, smp = timed(lambda: make_generator(generator, schema))
     base = {"baynet": ("BayNet with the structure search in Python", lambda: _PythonGreedyBayNet(schema)),
+            "privbayes": ("PrivBayes with the structure search in Python", lambda: _PythonGreedyPrivBayes(schema)),
             "synthpop": ("SynthPop with scikit-learn's trees (engine='sklearn')",
                          lambda: make_generator("synthpop", schema, engine="sklearn"))}.get(generator)
     out = dict(ms_fit=fit, ms_sample=smp, baseline=None, ms_fit_baseline=None)
