@@ -415,7 +415,8 @@ class PrivBayes(BayNet):
         if k != 1 or math.isinf(self.epsilon): return super()._structure(X, cards, k, rng)
         n, d = X.shape
         first = int(rng.integers(d))
-        binary = (cards == 2) if self.calibration == "zhang" else self._observed_binary
+        binary = np.ascontiguousarray((cards == 2) if self.calibration == "zhang" else self._observed_binary, np.bool_)
+        sens_bin, sens_non, half_eps = mi_sensitivity(n, True), mi_sensitivity(n, False), float(self.epsilon / 2)
         order = np.empty(d, np.int64); order[0] = first
         placed = np.zeros(d, np.bool_); placed[first] = True
         mi = np.zeros((d, d), np.float64)
@@ -423,9 +424,8 @@ class PrivBayes(BayNet):
         logits = np.empty(d * d, np.float64)
         parents = [()] * d
         for t in range(1, d):
-            m = _one_parent_logits(X, cards, order, t, placed, mi, np.ascontiguousarray(binary, np.bool_),
-                                   mi_sensitivity(n, True), mi_sensitivity(n, False), float(self.epsilon / 2),
-                                   float(2 * (d - 1)), child, parent, logits)
+            m = _one_parent_logits(X, cards, order, t, placed, mi, binary, sens_bin, sens_non, half_eps, float(2 * (d - 1)),
+                                   child, parent, logits)
             i = _exp_mechanism(logits[:m], rng)
             a = int(child[i]); order[t] = a; placed[a] = True; parents[a] = (int(parent[i]),)
         return [int(a) for a in order], parents
