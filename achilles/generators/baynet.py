@@ -81,6 +81,12 @@ def _mi_one(X, cards, a, p):
     return _mi_from_table(tab, npc, ca, n)
 
 @njit(cache=True)
+def _add_parent_mi(X, cards, placed, mi, p):
+    "Fill mi[a, p] = I(X_a; X_p) for every attribute a not yet placed: the scores that `p`, just placed, brings as a parent."
+    for a in range(X.shape[1]):
+        if not placed[a]: mi[a, p] = _mi_one(X, cards, a, p)
+
+@njit(cache=True)
 def _greedy_one_parent(X, cards, first):
     "GreedyBayes with one parent per attribute and argmax selection: (order int64[d], parent int64[d], -1 for the first)."
     d = X.shape[1]
@@ -89,9 +95,7 @@ def _greedy_one_parent(X, cards, first):
     mi = np.zeros((d, d), np.float64)  # mi[a, p]: I(a; p), filled when p joins the network
     order[0] = first; placed[first] = True
     for t in range(1, d):
-        p = order[t - 1]
-        for a in range(d):
-            if not placed[a]: mi[a, p] = _mi_one(X, cards, a, p)
+        _add_parent_mi(X, cards, placed, mi, order[t - 1])
         best = -1.0; ba = -1; bp = -1
         for a in range(d):  # candidates in the order of the Python loop: attributes ascending, then parents in network order
             if placed[a]: continue
@@ -104,9 +108,8 @@ def _greedy_one_parent(X, cards, first):
 @njit(cache=True)
 def _one_parent_logits(X, cards, order, t, placed, mi, binary, sens_bin, sens_non, half_eps, two_dm1, child, parent, logits):
     "Step t of PrivBayes' one-parent search: fill mi[:, order[t-1]], then write the candidates (child, parent) and their logits (ε/2)·I / (2(d−1)·S) in the Python search's order; returns their number."
-    d = X.shape[1]; p = order[t - 1]
-    for a in range(d):
-        if not placed[a]: mi[a, p] = _mi_one(X, cards, a, p)
+    d = X.shape[1]
+    _add_parent_mi(X, cards, placed, mi, order[t - 1])
     m = 0
     for a in range(d):  # attributes ascending, then parents in network order, as `_greedy` lists its candidates
         if placed[a]: continue

@@ -38,7 +38,7 @@ class _PythonGreedyBayNet(BayNet):
 
 class _PythonGreedyPrivBayes(PrivBayes):
     "PrivBayes whose structure search runs in Python (`_greedy`): the baseline of `_one_parent_logits`."
-    def _structure(self, X, cards, k, rng): return BayNet._structure(self, X, cards, k, rng)
+    def _structure(self, X, cards, k, rng): return self._greedy(X, cards, k, int(rng.integers(X.shape[1])), rng)
 
 def _generator_profile(generator: str, schema: Schema, pool: Encoded, size: int, n: int = 60, rng=0) -> dict:
     "One process: ms per dataset to fit and to sample `generator`, and to fit its named baseline (None where it has none)."
