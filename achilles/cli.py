@@ -258,17 +258,25 @@ def cmd_audit(args) -> int:
     store = open_store(args.results, _inputs(args))
     if args.out: check_output(args.out, _inputs(args), args.force)
     df, schema = _load(args)
+    order = args.order if args.order == "auto" else int(args.order) if str(args.order).isdigit() else None
+    if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
+    name = f"file:{Path(args.csv).name}" if args.csv else args.dataset
     rows = audit(df, args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size, generator_params=gparams,
-                 schema=schema, subsets=args.subsets, classifier=args.classifier, store=store, cache_dir=args.cache_dir or None,
-                 rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+                 schema=schema, attacks=args.attacks, order=order, subsets=args.subsets, classifier=args.classifier, folds=args.folds,
+                 name=name, store=store, cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
     auc = rows["auc"]
+    sec = rows.attrs["seconds"]
     print(f"{len(rows)} records: AUC median {auc.median():.3f}; {int((auc > 0.8).sum())} records above 0.8, {int((auc > 0.9).sum())} above 0.9"
-          f"; {rows.attrs['seconds']['total']:.1f} s")
+          f" (the combined attack: {rows.attrs['config']['attacks'] and '+'.join(rows.attrs['config']['attacks'])})")
+    fam = [c for c in rows.columns if c.startswith("auc_") and c[4:] in rows.attrs["config"]["attacks"]]
+    if fam: print("mean AUC per attack family: " + ", ".join(f"{c[4:]} {rows[c].mean():.3f}" for c in fam) + f"; combined {auc.mean():.3f}")
+    print(f"time: plan {sec['plan']:.1f} s, generation {sec['generation']:.1f} s, features {sec['features']:.1f} s, classifiers "
+          f"{sec['classifiers']:.1f} s; total {sec['total']:.1f} s")
     sel = [c for c in rows.columns if c.startswith("score_")]
     if sel and len(rows) > 2:
         print("Spearman correlation of each selector's score with the AUC: "
               + ", ".join(f"{c[6:]} {rows[c].corr(auc, method='spearman'):+.3f}" for c in sel))
-    cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01"] + sel
+    cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01", "eps_lower"] + fam + sel
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
     if store is not None: print(f"stored in {args.results} (kind audit, run {rows.attrs['run_id']})")
@@ -310,6 +318,8 @@ REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "selectors": ("achilles.selectors", "SELECTORS"),
     "generators": ("achilles.generators", "GENERATORS"),
     "attacks": ("achilles.shadow", "ATTACKS"),
+    "audit_attacks": ("achilles.shadow.pool_attack", "AUDIT_ATTACKS"),
+    "audit_attacks": ("achilles.shadow.pool_attack", "AUDIT_ATTACKS"),
     "metrics": ("achilles.nobox", "METRICS"),
     "risk_models": ("achilles.experiments.riskbench", "RISK_MODELS"),
     "utility": ("achilles.fidelity", "UTILITY"),
@@ -465,8 +475,13 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all'")
     au.add_argument("--n-datasets", type=int, default=1000, help="synthetic datasets in the pool (each record is IN about half)")
     au.add_argument("--dataset-size", type=int, default=1000, help="records per training and synthetic dataset (default 1,000)")
-    au.add_argument("--subsets", type=int, default=256, help="counting queries per record (default 256)")
-    au.add_argument("--classifier", default="logistic", choices=["logistic", "rf"])
+    au.add_argument("--attacks", default="query,distance,density",
+                    help="attack families, combined into each record's AUC (see `achilles list audit_attacks`; default: all)")
+    au.add_argument("--order", default="auto", help="counting queries on every subset of up to this many attributes (default auto: 3 up to 20 columns)")
+    au.add_argument("--subsets", type=int, default=0, help="random larger attribute subsets queried too (default 0)")
+    au.add_argument("--classifier", default="lda", choices=["lda", "logistic", "rf"],
+                    help="per-record model: lda (a likelihood ratio, default), logistic, or rf (the paper's random forest)")
+    au.add_argument("--folds", type=int, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
     au.add_argument("--top", type=int, default=20, help="riskiest records to print")
     au.add_argument("--seed", type=int, default=0); au.add_argument("--jobs", type=int, default=1)
     au.add_argument("--results", default="results/achilles.sqlite", help="results store (kind audit; reruns resume); '' for none")
@@ -524,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=None)
     b.add_argument("--generator", default=None)
     b.add_argument("--n-shadow", type=int, default=None); b.add_argument("--n-test", type=int, default=None)
+    b.add_argument("--n-datasets", type=int, default=None, help="audit: datasets in the timed pool (default 4,000)")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=int, default=None)
     b.add_argument("--quiet", action="store_true")

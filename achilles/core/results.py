@@ -18,7 +18,8 @@ from .validate import check_fraction
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'bootstrap_interval',
-           'tpr_at_fpr', 'check_labels', 'RiskResult', 'plot_roc', 'StoreError', 'ResultsStore', 'read_results']
+           'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'tpr_at_fpr', 'check_labels', 'RiskResult',
+           'plot_roc', 'StoreError', 'ResultsStore', 'read_results']
 
 # %% ../../nbs/00_core/05_results.ipynb #a87acca0
 _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -67,6 +68,46 @@ def bootstrap_interval(outcomes,  # per-record outcomes (e.g. 0/1 successes, or 
     stats = np.array([statistic(x[i]) for i in idx]) if statistic is not np.mean else x[idx].mean(axis=1)
     a = (1 - check_fraction("confidence", confidence)) / 2
     return (float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a)))
+
+# %% ../../nbs/00_core/05_results.ipynb #4a497322
+def cp_lower(successes, trials, alpha: float = 0.025):
+    "One-sided Clopper-Pearson lower bound of a binomial rate at level 1 - alpha (0 when there is no success); vectorised."
+    from scipy.stats import beta
+    k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
+    with np.errstate(invalid="ignore"):
+        b = beta.ppf(alpha, k, n - k + 1)
+    return np.where(k <= 0, 0.0, np.where(n > 0, b, np.nan))
+
+def cp_upper(successes, trials, alpha: float = 0.025):
+    "One-sided Clopper-Pearson upper bound of a binomial rate at level 1 - alpha (1 when every trial succeeded); vectorised."
+    from scipy.stats import beta
+    k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
+    with np.errstate(invalid="ignore"):
+        b = beta.ppf(1 - alpha, k + 1, n - k)
+    return np.where(k >= n, 1.0, np.where(n > 0, b, np.nan))
+
+def clopper_pearson(successes: int,  # number of successes
+                    trials: int,  # number of trials
+                    confidence: float = 0.95,  # coverage of the two-sided interval
+                    ) -> tuple[float, float]:
+    "Exact two-sided (Clopper-Pearson) interval of a binomial rate (NaNs when there are no trials)."
+    if trials <= 0: return (math.nan, math.nan)
+    a = (1 - check_fraction("confidence", confidence)) / 2
+    return (float(cp_lower(successes, trials, a)), float(cp_upper(successes, trials, a)))
+
+def epsilon_bounds(tp,  # IN datasets the test flags
+                   n_in,  # IN datasets
+                   fp,  # OUT datasets the test flags
+                   n_out,  # OUT datasets
+                   delta: float = 0.0,  # δ of the (ε, δ)-DP guarantee tested
+                   alpha: float = 0.025,  # each of the two one-sided bounds holds with probability 1 - alpha
+                   ):
+    "Empirical ε lower bound ln((TPR_low - δ) / FPR_high) of a membership test (0 where it shows nothing); vectorised."
+    tl, fh = cp_lower(tp, n_in, alpha), cp_upper(fp, n_out, alpha)
+    num = tl - delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where((num > 0) & (fh > 0), np.log(np.maximum(num, 1e-300) / np.where(fh > 0, fh, 1.0)), 0.0)
+    return np.maximum(e, 0.0)
 
 # %% ../../nbs/00_core/05_results.ipynb #ce9c25ac
 def tpr_at_fpr(fpr: np.ndarray,  # ROC false positive rates, non-decreasing (as `sklearn.metrics.roc_curve` returns them)

@@ -21,6 +21,7 @@ from ..generators import GENERATORS, make_generator
 from ..nobox.report import plot_report, privacy_report
 from ..selectors import SELECTORS
 from ..shadow.audit import audit
+from ..shadow.pool_attack import AUDIT_ATTACKS
 
 # %% auto #0
 __all__ = ['RARE', 'SECTIONS', 'value_shares', 'reasons', 'remove_records', 'suppress_rarest', 'plot_auc_histogram',
@@ -174,7 +175,7 @@ class CustodianReport:
                  f'<p class="lead">{_esc(self.summary())}</p>', _how(c), f"<section id='risk'><h2>{SECTIONS[1]}</h2>",
                  _png(lambda ax: plot_auc_histogram(auc, ax=ax), (8, 3.4)),
                  f"<p>{_esc(self.summary())} A record's AUC is the chance that the attacker scores a synthetic dataset made "
-                 f"with the record above one made without it. With {int(self.audit['n_test'].median())} scoring datasets per record, "
+                 f"with the record above one made without it. With {int((self.audit['n_in'] + self.audit['n_out']).median())} scored datasets per record, "
                  f"a record's 95% interval is typically ±{_half_width(self.audit):.3f} wide: differences between records smaller than "
                  "that are noise, and the highest AUCs of many records are partly luck (see the remedies below).</p></section>",
                  f"<section id='top'><h2>{SECTIONS[2]}</h2><p>The {len(self.top)} records with the highest AUC. "
@@ -206,6 +207,12 @@ class CustodianReport:
         return p
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #f0d77bee
+def _strongest(rows: pd.DataFrame, attacks) -> list:
+    "For each row, the attack family with the highest AUC (where the risk comes from)."
+    cols = [f"auc_{a}" for a in attacks if f"auc_{a}" in rows.columns]
+    if not cols: return ["–"] * len(rows)
+    return [cols[int(np.argmax(v))][4:] for v in rows[cols].to_numpy()]
+
 def _how(c: dict) -> str:
     gp = c.get("generator_params") or {}
     return (f"<section id='how'><h2>{SECTIONS[0]}</h2>"
@@ -215,11 +222,17 @@ def _how(c: dict) -> str:
             f"the generator <b>{_esc(c['generator'])}</b>{' (' + _esc(json.dumps(gp)) + ')' if gp else ''} was fitted on every "
             f"training set, and each fitted generator released one synthetic dataset of {c['dataset_size']:,} records.</p>"
             f"<p>An attacker who knows the record then looks at a synthetic dataset and guesses whether the record was in its "
-            f"training set. The attack counts, in the synthetic data, the records that agree with the target on {c['subsets']} "
-            f"subsets of its values (the query-based attack of Houssiau et al.), and a classifier learns IN from OUT on half of "
-            f"the datasets and is scored on the other half. Its <b>AUC</b> per record is read as: <b>0.5</b> = no better than "
-            f"chance (the release tells nothing about whether the record was used); <b>1.0</b> = the attacker always tells. "
-            f"Above 0.8 a record is clearly at risk; above 0.9 it is nearly always recognised.</p>"
+            f"training set. The audit runs the strongest attacker achilles has, which reads three kinds of signal:</p><ul>"
+            + "".join(f"<li><b>{_esc(f)}</b>: {_esc(AUDIT_ATTACKS.describe().set_index('name').loc[f, 'summary'])}.</li>"
+                      for f in c.get("attacks", []))
+            + f"</ul><p>For each record, these signals are turned into one score by a model fitted on that record's own synthetic "
+            f"datasets with and without it, and every dataset is scored by a model that never saw it ({c.get('folds', 5)}-fold "
+            f"cross-fitting), so a high score is evidence, not an artefact of the fit. Its <b>AUC</b> per record is read as: "
+            f"<b>0.5</b> = no better than chance (the release tells nothing about whether the record was used); <b>1.0</b> = the "
+            f"attacker always tells. Above 0.8 a record is clearly at risk; above 0.9 it is nearly always recognised. The "
+            f"<b>TPR at FPR 0.01</b> is how often the attacker recognises the record while wrongly accusing at most 1 in 100 "
+            f"releases made without it, and <b>ε lower bound</b> is the smallest ε that a differential-privacy guarantee for "
+            f"this generator could have, given what the attack achieved (95% confidence; 0 = no evidence against any ε).</p>"
             f"<p>Separately, one release was drawn as a custodian would publish it: a training set of {c['dataset_size']:,} records "
             f"holding all the audited records, the generator fitted on it, one synthetic sample, and a control set of "
             f"{c['n_control']:,} other real records; every no-box metric was run on it. Finally, two remedies were measured by "
@@ -334,7 +347,8 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     head = rows.head(top)
     topt = pd.DataFrame({"rank": head["rank"], "record": head["record"], "AUC": head["auc"], "CI low": head["auc_ci_low"],
                          "CI high": head["auc_ci_high"], "TPR at FPR 0.1": head["tpr@0.1"],
-                         "TPR at FPR 0.01": head["tpr@0.01"],
+                         "TPR at FPR 0.01": head["tpr@0.01"], "ε lower bound": head["eps_lower"],
+                         "strongest signal": _strongest(head, rows.attrs["config"]["attacks"]),
                          "why": reasons(df, schema, head["record"], shares, vk)})
     times["reasons"] = time.perf_counter() - t
 
@@ -362,8 +376,9 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
 
     times["total"] = time.perf_counter() - t0
     config = dict(dataset=label, n_population=len(df), generator=generator, generator_params=params, records=records,
-                  n_datasets=int(n_datasets), dataset_size=dataset_size, subsets=int(rows.attrs["config"]["subsets"]),
-                  classifier=rows.attrs["config"]["classifier"], n_control=len(control), top=top, remedy_top=remedy_top,
+                  n_datasets=int(n_datasets), dataset_size=dataset_size, attacks=list(rows.attrs["config"]["attacks"]),
+                  n_queries=int(rows.attrs["config"]["n_queries"]), classifier=rows.attrs["config"]["classifier"],
+                  folds=int(rows.attrs["config"]["folds"]), n_control=len(control), top=top, remedy_top=remedy_top,
                   remove_mean_change_others=float((after_a[rest] - base[rest]).mean()),
                   seed=int(rng), seed_streams="audit: seed; release: child 1; metrics: child 2; re-audits: child 3 "
                   f"(int seed {seed2})", versions=_versions(), seconds={k: round(v, 1) for k, v in times.items()},
