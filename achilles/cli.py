@@ -507,6 +507,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {escape_controls(message)}\n")
 
 def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:
+    if lo is None and hi is None: return "any value"
     if lo is not None and hi is not None: return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
     return f"{'>' if lo_open else '>='} {lo:g}" if lo is not None else f"<= {hi:g}"
 
@@ -514,7 +515,9 @@ def _int_in(lo=None, hi=None):
     "An argparse type: a whole number in [lo, hi], or a message naming the value and the range."
     def parse(text):
         try: v = int(text)
-        except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a whole number ({_range_text(lo, hi)})") from None
+        except ValueError:
+            bounds = f" ({_range_text(lo, hi)})" if lo is not None or hi is not None else ""
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number{bounds}") from None
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"{v} is out of range: it must be a whole number {_range_text(lo, hi)}")
         return v

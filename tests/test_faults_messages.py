@@ -241,5 +241,5 @@ def test_a_missing_value_in_a_table_names_the_table_and_the_row():
     from achilles.core.data import load_adult
     df = load_adult().iloc[:400].reset_index(drop=True)
     syn = df.iloc[200:].reset_index(drop=True).astype({"age": float}); syn.loc[7, "age"] = np.nan
-    with pytest.raises(ValueError, match=r"synthetic\['age'\] has 1 missing value\(s\), the first in row 7"):
+    with pytest.raises(ValueError, match=r"synthetic has missing values in column 'age': 1, the first in row 7"):
         METRICS.make("ims").evaluate(df.iloc[:200], syn, df.iloc[:200])

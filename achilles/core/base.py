@@ -310,7 +310,7 @@ class PrivacyMetric:
             miss = t[cols].isna().to_numpy()
             if miss.any():
                 r, j = np.argwhere(miss)[0]
-                raise ValueError(f"{k}[{cols[j]!r}] has {int(miss[:, j].sum()):,} missing value(s), the first in row "
+                raise ValueError(f"{k} has missing values in column {cols[j]!r}: {int(miss[:, j].sum()):,}, the first in row "
                                  f"{int(r)} (counted from 0; index label {t.index[r]!r}); drop or impute them")
         schema = self.schema if self.schema is not None else common_schema(*[t for t in tables.values() if t is not None])
         check_schema(schema)
