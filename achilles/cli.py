@@ -12,7 +12,8 @@ import pandas as pd
 
 from .core.data import DATASETS, _sniff_sep, detect_sep, load_dataset, parse_types
 from .core.registry import parse_params
-from .core.runtime import WriteError, atomic_write, check_writable, csv_bytes, escape_controls, is_within, same_file
+from .core.runtime import (WriteError, atomic_write, check_writable, csv_bytes, escape_controls, ignore_sigint, is_within,
+                                   same_file)
 from .core.validate import check_n_jobs
 
 # %% auto #0
@@ -754,7 +755,9 @@ def main(argv=None) -> int:
     code, stop = 2, None
     with warnings.catch_warnings():
         try:
-            code = args.func(args)
+            from joblib import parallel_config
+            with parallel_config(backend="loky", initializer=ignore_sigint):  # Ctrl-C is the parent's: workers print nothing
+                code = args.func(args)
         except BrokenPipeError:  # the reader went away (`achilles list … | head`): stop quietly, as any Unix tool
             _quiet_stdout(out); code = 141
         except BaseException as e:

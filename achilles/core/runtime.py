@@ -12,7 +12,7 @@ from .validate import check_n_jobs, resolve_n_jobs
 # %% auto #0
 __all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'same_file', 'is_within',
            'check_writable', 'available_memory', 'check_memory', 'escape_controls', 'spreadsheet_safe', 'csv_bytes',
-           'limit_threads', 'one_core', 'progress']
+           'limit_threads', 'one_core', 'progress', 'ignore_sigint']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
 class WriteError(OSError):
@@ -203,3 +203,8 @@ def progress(iterable=None,  # what to iterate over (None: a manual bar; call `.
     "A `tqdm.auto` progress bar, disabled when `verbose` is False."
     from tqdm.auto import tqdm
     return tqdm(iterable, total=total, desc=desc, disable=not verbose, leave=kw.pop("leave", False), **kw)
+
+def ignore_sigint() -> None:
+    "Ignore SIGINT in this process: the initializer of parallel workers, whose Ctrl-C is their parent's to handle (it stops them)."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
