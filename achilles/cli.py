@@ -4,48 +4,102 @@
 
 # %% ../nbs/50_perf/59_cli.ipynb #70df4aa5
 from __future__ import annotations
-import argparse, hashlib, importlib, inspect, json, os, signal, sys, time
+import argparse, gc, hashlib, importlib, inspect, json, os, signal, sys, time, warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .core.data import DATASETS, load_dataset, parse_types
+from .core.data import DATASETS, _sniff_sep, detect_sep, load_dataset, parse_types
 from .core.registry import parse_params
-from .core.runtime import atomic_write
+from .core.runtime import (WriteError, atomic_write, check_writable, csv_bytes, escape_controls, ignore_sigint, is_within,
+                                   same_file)
 from .core.validate import check_n_jobs
 
 # %% auto #0
-__all__ = ['REGISTRIES', 'check_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack', 'cmd_bench',
-           'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry', 'cmd_list', 'cmd_results',
-           'cmd_cache', 'build_parser', 'Terminated', 'main']
+__all__ = ['REGISTRIES', 'check_output', 'write_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack',
+           'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry', 'cmd_list',
+           'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
-    if getattr(args, "csv", None):
-        return load_dataset(str(args.csv), types=parse_types(args.types))
-    return load_dataset(args.dataset, path=args.path)
+    "The data of --csv (read with --types and --sep; the separator detected when --sep is not given) or of --dataset (with --types, --path)."
+    csv, sep = getattr(args, "csv", None), getattr(args, "sep", None)
+    types = parse_types(getattr(args, "types", None)) or None
+    if csv:
+        df, schema = load_dataset(str(csv), types=types, sep=sep)
+        _check_not_misread(df, "--csv", csv, sep)
+        return df, schema
+    if sep is not None: raise ValueError(f"--sep={sep!r} applies to a --csv file; --dataset {args.dataset} is read by its own loader")
+    return load_dataset(args.dataset, path=args.path, types=types)
+
+def _check_not_misread(df, what: str, path, sep) -> None:
+    "A table read as one column whose header holds another separator: an error here, before a command fails on it later."
+    if df.shape[1] == 1:
+        s = _sniff_sep(str(df.columns[0]), sep or ",")
+        if s: raise ValueError(f"{what}={str(path)!r} was read as one column {str(df.columns[0])[:40]!r}; its header looks "
+                               f"{s!r}-separated: pass --sep {s!r}")
+
+_INPUT_OPTIONS = ("csv", "path", "data", "train", "synthetic", "control", "holdout", "file")
 
 def _inputs(args) -> list:
     "The files a command reads (an output may never be one of them)."
-    return [Path(p) for p in (getattr(args, "csv", None), getattr(args, "path", None)) if p]
+    return [Path(str(v)) for k in _INPUT_OPTIONS if (v := getattr(args, k, None))]
+
+_PROTECTED = {"--results": "the results store", "--cache-dir": "the synthetic-dataset cache"}
+
+def _is_store(p: Path) -> bool:
+    "Whether `p` is an achilles results store (read only: its header and its tables)."
+    from achilles.core.results import StoreError, _check_existing
+    try: _check_existing(p); return True
+    except (StoreError, OSError): return False
 
 def check_output(path,  # the file a command is about to write
                  inputs=(),  # the files it reads
-                 force: bool = False,  # allow replacing an existing file (never an input)
-                 what: str = "--out") -> Path:
-    "Refuse to write over an input, a folder, or (without `force`) any existing file; checked before any work."
+                 force: bool = False,  # allow replacing an existing file (never an input, the store or the cache)
+                 what: str = "--out",  # the option, for messages
+                 protected=(),  # (option, path) pairs the output may never be: "--results", "--cache-dir", other outputs
+                 ) -> Path:
+    "Refuse, before any work: an input, the results store or the cache (even with --force), a folder, a place where no file can be created, and (without --force) any existing file."
     p = Path(path)
     for i in inputs:
-        if p.exists() and Path(i).exists() and p.resolve() == Path(i).resolve():
-            raise ValueError(f"{what}={str(p)!r} is the input data; write the output to another file")
-    if p.is_dir(): raise ValueError(f"{what}={str(p)!r} is a folder; pass a file name")
+        if same_file(p, i):
+            raise ValueError(f"{what}={str(p)!r} is the input data ({str(i)!r}); write the output to another file (--force never allows this)")
+    for opt, q in protected:
+        if not q: continue
+        if opt == "--cache-dir": hit = same_file(p, q) or is_within(p, q)
+        else: hit = any(same_file(p, f"{q}{s}") for s in ("", "-wal", "-shm", "-journal"))
+        if hit:
+            raise ValueError(f"{what}={str(p)!r} is {_PROTECTED.get(opt, 'also the output of ' + opt)} ({opt}={str(q)!r}); "
+                             "write the output to another file (--force never allows this)")
+    for s in ("", "-wal", "-shm", "-journal"):  # any achilles store, and the files SQLite keeps beside one
+        q = Path(str(p)[:len(str(p)) - len(s)]) if s and str(p).endswith(s) else (p if not s else None)
+        if q is not None and q.is_file() and _is_store(q):
+            raise ValueError(f"{what}={str(p)!r} is {'an achilles results store' if not s else 'a file of the results store ' + repr(str(q))}; "
+                             "write the output to another file (--force never replaces a store)")
+    check_writable(p, what)
     if p.exists() and not force:
         raise ValueError(f"{what}={str(p)!r} exists and achilles does not overwrite files it did not create; "
                          "choose another name or pass --force")
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.exists() and not os.access(parent, os.W_OK): raise PermissionError(f"{what}={str(p)!r}: the folder {str(parent)!r} is not writable")
     return p
+
+def write_output(path,  # the output file (checked by `check_output` before the work)
+                 data: bytes,  # its contents
+                 ) -> Path:
+    "Write a finished result; if that fails (a full disk, a folder removed meanwhile) save it elsewhere and say where: finished work is never lost."
+    import tempfile
+    try: return atomic_write(path, data)
+    except OSError as e: err = e
+    saved = None
+    for folder in (tempfile.gettempdir(), Path.home()):
+        try:
+            fd, alt = tempfile.mkstemp(dir=folder, prefix=f"achilles-{Path(path).stem}-", suffix=Path(path).suffix); os.close(fd)
+        except OSError: continue
+        try: atomic_write(alt, data); saved = alt; break
+        except OSError:
+            if os.path.exists(alt): os.unlink(alt)
+    rescue = f"the finished result was saved to {saved!r} instead" if saved else "it could not be saved anywhere else either"
+    raise WriteError(err.errno, f"{err}; {rescue}") from err
 
 def generator_params(args) -> dict:
     "--jobs and --params checked against --generator before any work: the generator's hyperparameters."
@@ -57,62 +111,82 @@ def generator_params(args) -> dict:
 def open_store(results,  # the --results value ('' or None: store nothing)
                inputs=(),  # the files the command reads
                ):
-    "The results store, opened before any work: refuses an input file, and (in `ResultsStore`) a CSV, a folder or a foreign file."
-    if not results: return None
+    "The results store, opened before any work: refuses an input file, and (in `ResultsStore`) a CSV, a folder or a foreign file, which it leaves untouched."
+    if results in (None, ""): return None
     from achilles.core.results import ResultsStore
     for i in inputs:
-        if Path(results).exists() and Path(i).exists() and Path(results).resolve() == Path(i).resolve():
-            raise ValueError(f"--results={str(results)!r} is an input file; pass a .sqlite store path")
+        if same_file(results, i): raise ValueError(f"--results={str(results)!r} is the input data ({str(i)!r}); pass a .sqlite store path")
     return ResultsStore(results)
+
+def _stored(added: int, total: int, what: str, path) -> str:
+    "What a command says about the rows it stored: only the ones it actually wrote count as stored."
+    if total and added == total: return f"stored {total:,} row{'s' * (total != 1)} ({what}) in {path}"
+    if added == 0:
+        return (f"nothing new stored: the {total:,} row{'s' * (total != 1)} of this run ({what}) "
+                f"{'were' if total != 1 else 'was'} already in {path}")
+    return f"stored {added:,} new row{'s' * (added != 1)} ({what}) in {path}; {total - added:,} were already there"
+
+def _not_with(args, reason: str, *options) -> None:
+    "Refuse options that were given but would be ignored (an option is given when it is not None)."
+    given = [o for o in options if getattr(args, o.lstrip("-").replace("-", "_"), None) is not None]
+    if given: raise ValueError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply {reason}; leave {'it' if len(given) == 1 else 'them'} out")
 
 def cmd_vulnerable(args) -> int:
     "Rank records by vulnerability and print the top ones with their scores."
-    from achilles.selectors import select_records
-    if args.k < 1: raise ValueError(f"--k must be >= 1, got {args.k}")
-    if args.top < 1: raise ValueError(f"--top must be >= 1, got {args.top}")
+    from achilles.selectors import SELECTORS, select_records
+    from achilles.distance import paper_metrics
+    fn = SELECTORS[args.selector]  # an unknown name fails here, listing the selectors
+    if args.selector == "distance":
+        k, metric = (5 if args.k is None else args.k), (args.metric or "cosine")
+        if metric not in paper_metrics():
+            raise ValueError(f"--metric={metric!r} is not allowed; choose one of {', '.join(paper_metrics())}")
+        params = dict(k=k, metric=metric)
+    else:
+        _not_with(args, f"to --selector {args.selector} (--k and --metric set the distance selector's V_k)", "--k", "--metric")
+        params = {}
+    if "rng" not in inspect.signature(fn).parameters: _not_with(args, f"to --selector {args.selector}, which draws nothing at random", "--seed")
+    seed = 0 if args.seed is None else args.seed
     if args.out: check_output(args.out, _inputs(args), args.force)
     df, schema = _load(args)
-    params = dict(k=args.k, metric=args.metric) if args.selector == "distance" else {}
     t0 = time.perf_counter()
-    sel = select_records(df, schema, method=args.selector, n=min(args.top, len(df)), rng=args.seed, **params)
+    sel = select_records(df, schema, method=args.selector, n=min(args.top, len(df)), rng=seed, **params)
     dt = time.perf_counter() - t0
-    score_name = f"V_{args.k}" if args.selector == "distance" else f"{args.selector}_score"
+    score_name = f"V_{params['k']}" if args.selector == "distance" else f"{args.selector}_score"
     out = df.iloc[sel.indices].copy()
     out.insert(0, score_name, np.asarray(sel.scores))
     out.insert(0, "record", sel.indices)
     out.index = pd.RangeIndex(1, len(out) + 1, name="rank")
     src = args.csv or args.dataset
-    what = f"metric={args.metric}, k={args.k}" if args.selector == "distance" else f"seed={args.seed}"
+    what = f"metric={params['metric']}, k={params['k']}" if args.selector == "distance" else f"seed={seed}"
     print(f"{len(out)} most vulnerable of {len(df):,} records in {src} (selector={args.selector}, {what}; {dt:.1f} s)")
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
         print(out.to_string())
     if args.out:
-        atomic_write(args.out, out.to_csv().encode()); print(f"written to {args.out}")
+        write_output(args.out, csv_bytes(out, raw=args.raw_csv, index=True)); print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #53e7fb35
 def cmd_attack(args) -> int:
     "Run the membership inference experiment (select, game, features, train, score) and write results."
-    from achilles.experiments.runner import run_attack_experiment
-    from achilles.core.results import ResultsStore
-    gparams = parse_params(args.params)  # everything that can be checked is checked before any work
-    _check_generator_params(args.generator, gparams)
-    check_n_jobs("--jobs", args.jobs)
-    if args.results:
-        for i in _inputs(args):
-            if Path(args.results).exists() and Path(args.results).resolve() == i.resolve():
-                raise ValueError(f"--results={args.results!r} is the input data; pass a .sqlite store path")
-        ResultsStore(args.results)  # refuses a CSV, a folder, a foreign file or a read-only place, now
-    if args.cache_dir:
+    from achilles.experiments.runner import resolve_profile, run_attack_experiment
+    from achilles.selectors import SELECTORS
+    from achilles.shadow import ATTACKS
+    gparams = generator_params(args)  # everything that can be checked is checked before any work
+    SELECTORS[args.selector]
+    ATTACKS[args.attack]  # an unknown name, or a missing extra (torch for target-attention), fails now, not after generation
+    resolve_profile(args.profile, args.n_shadow, args.n_test, args.dataset_size)
+    results, cache = args.results or None, args.cache_dir or None  # '' means none, as everywhere
+    open_store(results, _inputs(args))  # refuses an input, a CSV, a folder, a foreign file or a read-only place, now
+    if cache:
         from achilles.shadow.game import DatasetCache
-        DatasetCache(args.cache_dir)  # refuses a file, now
-    population = _load(args)  # honours --csv, --types and --path
+        DatasetCache(cache)  # refuses a file, now
+    population = _load(args)  # honours --csv, --types, --sep and --path
     res = run_attack_experiment(dataset=args.csv or args.dataset, population=population,
                                 generator=args.generator, selector=args.selector,
                                 records=args.records, attack=args.attack, profile=args.profile, n_shadow=args.n_shadow,
-                                n_test=args.n_test, jobs=args.jobs, rng=args.seed, results_path=args.results,
-                                cache_dir=args.cache_dir, share_out=args.share_out, verbose=not args.quiet,
-                                generator_params=gparams)
+                                n_test=args.n_test, jobs=args.jobs, rng=args.seed, results_path=results,
+                                cache_dir=cache, share_out=args.share_out, verbose=not args.quiet,
+                                generator_params=gparams, dataset_size=args.dataset_size)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         cols = [c for c in ["dataset", "generator", "selector", "attack", "record_id", "auc", "accuracy", "tpr_at_low_fpr",
                             "scale"] if c in res.columns]
@@ -128,53 +202,72 @@ def _check_generator_params(name: str, params: dict) -> None:
     if bad: raise ValueError(f"--params: generator {name!r} has no hyperparameter(s) {bad}; it takes {', '.join(allowed)}")
 
 def cmd_bench(args) -> int:
-    "Run one benchmark, passing it the options it accepts."
+    "Run one benchmark, passing it the options it accepts; an option it does not take is refused, listing the ones it does."
     from achilles.perf import BENCHES
     f = BENCHES[args.what]
-    given = {k: v for k, v in vars(args).items() if v is not None and k not in ("what", "func", "quiet", "command")}
+    options = [k for k in vars(args) if k not in ("what", "func", "quiet", "command")]  # the flags `achilles bench` has
+    given = {k: getattr(args, k) for k in options if getattr(args, k) is not None}
     accepted = inspect.signature(f).parameters
     kw = {k: v for k, v in given.items() if k in accepted}
     ignored = sorted(set(given) - set(kw) - {"seed"})
-    if ignored: raise ValueError(f"bench {args.what} does not take option(s) {['--' + k.replace('_', '-') for k in ignored]}; "
-                                 f"it takes {['--' + k.replace('_', '-') for k in accepted if k != 'verbose']}")
+    flag = lambda k: "--" + k.replace("_", "-")
+    if ignored:
+        takes = [flag(k) for k in options if k in accepted]
+        raise ValueError(f"bench {args.what} does not take option(s) {[flag(k) for k in ignored]}; "
+                         f"it takes {', '.join(takes) if takes else 'none of them'}")
     if "verbose" in accepted: kw["verbose"] = not args.quiet
     f(**kw)
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #33b76251
-def _nobox_tables(args):
-    "train, synthetic, control and their schema, from three CSVs (--train …) or the leaky setting of a bundled dataset (--leaky F)."
-    if args.leaky is not None:
-        if args.train or args.synthetic or args.control:
-            raise ValueError("--leaky builds train, synthetic and control itself; leave out --train / --synthetic / --control")
+def _columns_of(path, sep) -> list:
+    "The header of a CSV (names only), read with its separator."
+    return list(pd.read_csv(path, sep=sep or detect_sep(path), nrows=0).columns)
+
+def _nobox_tables(args, control: str = "control"):
+    "train, synthetic, control and their schema, from CSVs (--train …) or the leaky setting of a bundled dataset (--leaky F)."
+    if getattr(args, "leaky", None) is not None:
+        _not_with(args, "with --leaky, which builds train, synthetic and control itself", "--train", "--synthetic", f"--{control}",
+                  "--types", "--sep")
         from achilles.nobox import leaky_setting
-        df, schema = load_dataset(args.dataset, path=args.path)
-        s = leaky_setting(df, args.leaky, n_train=args.n, rng=args.seed)
-        return s.train, s.synthetic, s.control, schema, f"{args.dataset}, leaky f={args.leaky:g}, n_train={args.n:,}"
+        dataset, n = args.dataset or "adult", (10_000 if args.n is None else args.n)
+        df, schema = load_dataset(dataset, path=args.path)
+        s = leaky_setting(df, args.leaky, n_train=n, rng=args.seed)
+        return s.train, s.synthetic, s.control, schema, f"{dataset}, leaky f={args.leaky:g}, n_train={n:,}"
+    _not_with(args, "to files; they set the --leaky demonstration", "--dataset", "--path", "--n")
     missing = [f"--{k}" for k in ("train", "synthetic") if not getattr(args, k)]
-    if missing: raise ValueError(f"pass {' and '.join(missing)} (CSV files), or --leaky F for a demonstration on bundled data")
-    for k in ("train", "synthetic", "control"):
+    if missing: raise ValueError(f"pass {' and '.join(missing)} (CSV files)" + (", or --leaky F for a demonstration on bundled data"
+                                                                                if control == "control" else ""))
+    for k in ("train", "synthetic", control):
         f = getattr(args, k)
         if f and not Path(f).is_file(): raise FileNotFoundError(f"--{k}={f!r}: no such file")
-    train, schema = load_dataset(str(args.train), types=parse_types(args.types))
+    train, schema = load_dataset(str(args.train), types=parse_types(args.types) or None, sep=args.sep)
+    _check_not_misread(train, "--train", args.train, args.sep)
     kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
-    other = lambda f: load_dataset(str(f), types=kinds)[0] if f else None
-    synthetic, control = other(args.synthetic), other(args.control)
+    def other(k):
+        f = getattr(args, k)
+        if not f: return None
+        cols = _columns_of(f, args.sep)
+        lacking = [c for c in train.columns if c not in cols]
+        if lacking: raise ValueError(f"--{k}={str(f)!r} lacks the column(s) {lacking} of --train {str(args.train)!r}; it has {cols[:20]}")
+        return load_dataset(str(f), types=kinds, sep=args.sep)[0]
+    synthetic, held = other("synthetic"), other(control)
     from achilles.core.base import common_schema
-    schema = common_schema(*[t for t in (train, synthetic, control) if t is not None])  # a value only the control holds is fine
-    return train, synthetic, control, schema, f"{args.train} / {args.synthetic} / {args.control or 'no control'}"
+    schema = common_schema(*[t for t in (train, synthetic, held) if t is not None])  # a value only the control holds is fine
+    return train, synthetic, held, schema, f"{args.train} / {args.synthetic} / {getattr(args, control) or 'no ' + control}"
 
 def cmd_nobox(args) -> int:
     "Run the no-box privacy metrics on a release, print the report, store one row per metric."
     from achilles.nobox.report import privacy_report, _build_metrics
     check_n_jobs("--jobs", args.jobs)
-    inputs = [Path(p) for p in (args.train, args.synthetic, args.control) if p]
+    inputs = _inputs(args)
+    if args.out: check_output(args.out, inputs, args.force, protected=[("--results", args.results)])  # before anything is created
     store = open_store(args.results, inputs)
-    if args.out: check_output(args.out, inputs, args.force)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    _build_metrics(metrics, {})  # unknown names fail here, before the data is read
     train, synthetic, control, schema, label = _nobox_tables(args)
-    aux = args.aux_cols.split(",") if args.aux_cols else None
-    _build_metrics(metrics, dict(schema=schema))  # unknown names fail here, before the first metric runs
+    aux = [c.strip() for c in args.aux_cols.split(",") if c.strip()] if args.aux_cols else None
+    _build_metrics(metrics, dict(schema=schema))
     print(f"achilles nobox: {label}: {len(train):,} training, {len(synthetic):,} synthetic, "
           f"{0 if control is None else len(control):,} control records", flush=True)
     rep = privacy_report(train, synthetic, control, schema=schema, metrics=metrics, secret=args.secret, aux_cols=aux,
@@ -186,11 +279,10 @@ def cmd_nobox(args) -> int:
         run = hashlib.sha256(json.dumps([label, table_fingerprint(train, schema), table_fingerprint(synthetic, schema),
                                          None if control is None else table_fingerprint(control, schema), args.seed,
                                          args.secret, aux], default=str).encode()).hexdigest()[:16]
-        for row in rep.to_dict("records"):
-            store.append("metric", run, row["metric"], dict(row, dataset=label, seed=args.seed))
-        print(f"stored {len(rep)} rows (kind metric, run {run}) in {args.results}")
+        added = sum(store.append("metric", run, row["metric"], dict(row, dataset=label, seed=args.seed)) for row in rep.to_dict("records"))
+        print(_stored(added, len(rep), f"kind metric, run {run}", args.results))
     if args.out:
-        atomic_write(args.out, rep.to_csv(index=False).encode()); print(f"written to {args.out}")
+        write_output(args.out, csv_bytes(rep, raw=args.raw_csv)); print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #80e8c032
@@ -200,10 +292,8 @@ def cmd_kde(args) -> int:
     check_n_jobs("--jobs", args.jobs)
     if not args.holdout: raise ValueError("pass --holdout U.csv: real records of the population not used for training (the non-members)")
     attack = KDEMembershipAttack(variant=args.variant, threshold=args.threshold, distance=args.distance, n_jobs=args.jobs)
-    inputs = [Path(p) for p in (args.train, args.synthetic, args.holdout) if p]
-    store = open_store(args.results, inputs)
-    ns = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "holdout"}, control=args.holdout, leaky=None)
-    train, synthetic, control, schema, label = _nobox_tables(ns)
+    store = open_store(args.results, _inputs(args))
+    train, synthetic, control, schema, label = _nobox_tables(args, control="holdout")
     attack.schema = schema
     print(f"achilles kde: {label}: {len(train):,} training, {len(synthetic):,} synthetic, {len(control):,} holdout records", flush=True)
     t0 = time.perf_counter()
@@ -222,22 +312,35 @@ def cmd_kde(args) -> int:
         from achilles.core.data import table_fingerprint
         run = hashlib.sha256(json.dumps([label, *(table_fingerprint(t, schema) for t in (train, synthetic, control)), args.seed,
                                          args.variant, args.threshold, args.distance], default=str).encode()).hexdigest()[:16]
-        store.append("metric", run, f"kde_membership_{args.variant}", dict(r.to_row(), metric="kde_membership", dataset=label, seed=args.seed))
-        print(f"stored 1 row (kind metric, run {run}) in {args.results}")
+        added = store.append("metric", run, f"kde_membership_{args.variant}", dict(r.to_row(), metric="kde_membership", dataset=label, seed=args.seed))
+        print(_stored(int(added), 1, f"kind metric, run {run}", args.results))
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #a5ad2040
+def _numbers(option: str, text: str) -> list:
+    "A comma-separated list of numbers, or one line naming the option and the item that is not a number."
+    out = []
+    for part in str(text).split(","):
+        if not part.strip(): continue
+        try: out.append(float(part))
+        except ValueError: raise ValueError(f"{option}={text!r}: {part.strip()!r} is not a number; pass comma-separated numbers, e.g. 0,0.5,1") from None
+    if not out: raise ValueError(f"{option}={text!r} holds no number; pass comma-separated numbers, e.g. 0,0.5,1")
+    return out
+
 def cmd_riskbench(args) -> int:
     "Sweep one risk model over its levels, run the no-box metrics on each release, store one row per metric; resumes."
-    from achilles.experiments.riskbench import run_riskbench
+    from achilles.experiments.riskbench import default_sizes, run_riskbench
     check_n_jobs("--jobs", args.jobs)
-    levels = [float(v) for v in args.levels.split(",") if v.strip()] if args.levels else None
-    dataset = str(args.csv) if getattr(args, "csv", None) else args.dataset
+    levels = _numbers("--levels", args.levels) if args.levels is not None else None
     store = open_store(args.results, _inputs(args))
+    df, schema = _load(args)  # --csv with --types and --sep, or --dataset with --types: checked before any work
+    data = _by_name(args, df)  # the name where it alone gives this table (rows say "adult", "file:x.csv"), else the table
+    dataset = args.csv or args.dataset
+    n_train = f"{default_sizes(len(df), args.n_train)['train']:,}"  # the size used; one the table cannot hold is an error, now
     print(f"achilles riskbench: {dataset}, risk model {args.risk_model}, generator {args.generator or 'none'}, "
-          f"{args.replicates} replicate(s), n_train {args.n_train:,}, seed {args.seed}", flush=True)
+          f"{args.replicates} replicate(s), n_train {n_train}, seed {args.seed}", flush=True)
     t0 = time.perf_counter()
-    rows = run_riskbench(dataset, args.risk_model, generator=args.generator, generator_params=parse_params(args.params), levels=levels,
+    rows = run_riskbench(data, args.risk_model, schema=None if isinstance(data, str) else schema, generator=args.generator, generator_params=parse_params(args.params), levels=levels,
                          metrics=args.metrics, replicates=args.replicates, n_train=args.n_train, secret=args.secret,
                          model_params=parse_params(args.model_params), utility=not args.no_utility, data_path=args.path,
                          store=store, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
@@ -249,25 +352,38 @@ def cmd_riskbench(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #aea0d581
+def _records(text) -> int | str:
+    "--records: 'all' or a positive number of records."
+    if str(text) == "all": return "all"
+    if not str(text).isdigit() or int(text) < 1: raise ValueError(f"--records={text!r} must be 'all' or a number of records (1 or more)")
+    return int(text)
+
+def _by_name(args, df):
+    "What the library should load: the dataset's name where that alone gives the same table (so results name the data), else the table itself."
+    csv = getattr(args, "csv", None)
+    if getattr(args, "types", None) or getattr(args, "sep", None) not in (None, ","): return df
+    if csv: return str(csv) if detect_sep(csv) == "," else df
+    return args.dataset if args.path is None else df
+
 def cmd_audit(args) -> int:
     "Audit every record of a release with one shared pool of shadow datasets; print the risk distribution and the riskiest records."
     from achilles.shadow.audit import audit
     gparams = generator_params(args)
-    records = args.records if args.records == "all" else int(args.records) if str(args.records).isdigit() else None
-    if records is None: raise ValueError(f"--records={args.records!r} must be 'all' or a number of records")
+    records = _records(args.records)
+    if args.out: check_output(args.out, _inputs(args), args.force, protected=[("--results", args.results), ("--cache-dir", args.cache_dir)])
     store = open_store(args.results, _inputs(args))
-    if args.out: check_output(args.out, _inputs(args), args.force)
     df, schema = _load(args)
     order = args.order if args.order == "auto" else int(args.order) if str(args.order).isdigit() else None
     if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
-    name = f"file:{Path(args.csv).name}" if args.csv else args.dataset
-    rows = audit(df, args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size, generator_params=gparams,
-                 schema=schema, attacks=args.attacks, order=order, subsets=args.subsets, classifier=args.classifier, folds=args.folds,
-                 name=name, store=store, cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+    name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
+    rows = audit(_by_name(args, df), args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size,
+                 generator_params=gparams, schema=schema, attacks=args.attacks, order=order, subsets=args.subsets,
+                 classifier=args.classifier, folds=args.folds, name=name, store=store, cache_dir=args.cache_dir or None, rng=args.seed,
+                 n_jobs=args.jobs, verbose=not args.quiet)
     auc = rows["auc"]
     sec = rows.attrs["seconds"]
     print(f"{len(rows)} records: AUC median {auc.median():.3f}; {int((auc > 0.8).sum())} records above 0.8, {int((auc > 0.9).sum())} above 0.9"
-          f" (the combined attack: {rows.attrs['config']['attacks'] and '+'.join(rows.attrs['config']['attacks'])})")
+          f" (the combined attack: {'+'.join(rows.attrs['config']['attacks'])})")
     fam = [c for c in rows.columns if c.startswith("auc_") and c[4:] in rows.attrs["config"]["attacks"]]
     if fam: print("mean AUC per attack family: " + ", ".join(f"{c[4:]} {rows[c].mean():.3f}" for c in fam) + f"; combined {auc.mean():.3f}")
     print(f"time: plan {sec['plan']:.1f} s, generation {sec['generation']:.1f} s, features {sec['features']:.1f} s, classifiers "
@@ -279,8 +395,8 @@ def cmd_audit(args) -> int:
     cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01", "eps_lower"] + fam + sel
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
-    if store is not None: print(f"stored in {args.results} (kind audit, run {rows.attrs['run_id']})")
-    if args.out: atomic_write(args.out, rows.to_csv(index=False).encode()); print(f"written to {args.out}")
+    if store is not None: print(f"rows in {args.results} (kind audit, run {rows.attrs['run_id']}; a rerun resumes from them)")
+    if args.out: write_output(args.out, csv_bytes(rows, raw=args.raw_csv)); print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #b01a9fa0
@@ -291,11 +407,13 @@ def cmd_report(args) -> int:
     if args.data and args.csv: raise ValueError("pass --data or --csv (the same thing), not both")
     data = args.data or args.csv
     if data and not Path(data).is_file(): raise FileNotFoundError(f"--data={str(data)!r}: no such file")
-    inputs = _inputs(args) + ([Path(data)] if data else [])
-    check_output(args.out, inputs, args.force)
+    inputs = _inputs(args)
+    check_output(args.out, inputs, args.force, protected=[("--results", args.results), ("--cache-dir", args.cache_dir)])
     store = open_store(args.results, inputs)
-    if data: (df, schema), name = load_dataset(str(data), types=parse_types(args.types)), f"file:{Path(data).name}"
-    else: (df, schema), name = load_dataset(args.dataset, path=args.path), args.dataset
+    if data:
+        args.csv = data
+        (df, schema), name = _load(args), f"file:{Path(data).name}"
+    else: (df, schema), name = _load(args), args.dataset
     print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {args.records} records audited with "
           f"{args.n_datasets} datasets of {args.dataset_size}, seed {args.seed}", flush=True)
     rep = custodian_report(df, schema, args.generator, gparams, records=args.records, n_datasets=args.n_datasets,
@@ -307,7 +425,7 @@ def cmd_report(args) -> int:
         print("why:\n" + "\n".join(f"{r:>5}  record {i}: {w}" for r, i, w in zip(rep.top["rank"], rep.top["record"], rep.top["why"])))
         print(f"remove the {args.remedy_top} riskiest records: the next ones\n" + rep.remove.to_string(index=False))
         print(f"suppress the rarest value of the {args.remedy_top} riskiest records\n" + rep.suppress.to_string(index=False))
-    rep.save(args.out, force=args.force)
+    write_output(args.out, rep.to_html().encode("utf-8"))  # checked before the work; on failure it is saved elsewhere
     print(f"written to {args.out} ({rep.config['seconds']['total']:.0f} s)")
     return 0
 
@@ -318,7 +436,6 @@ REGISTRIES = {  # what `achilles list` can show -> (module, registry)
     "selectors": ("achilles.selectors", "SELECTORS"),
     "generators": ("achilles.generators", "GENERATORS"),
     "attacks": ("achilles.shadow", "ATTACKS"),
-    "audit_attacks": ("achilles.shadow.pool_attack", "AUDIT_ATTACKS"),
     "audit_attacks": ("achilles.shadow.pool_attack", "AUDIT_ATTACKS"),
     "metrics": ("achilles.nobox", "METRICS"),
     "risk_models": ("achilles.experiments.riskbench", "RISK_MODELS"),
@@ -346,32 +463,45 @@ def cmd_list(args) -> int:
 
 # %% ../nbs/50_perf/59_cli.ipynb #4f4f70c2
 def cmd_results(args) -> int:
-    "Show, export or import the results store."
+    "Show, export or import the results store; show and export only read it."
     from achilles.core.results import ResultsStore
-    if args.action != "import" and not Path(args.results).exists():
+    if not args.results: raise ValueError("--results='' names no store; pass the path of the results store")
+    if args.action == "import":
+        _not_with(args, "to results import", "--csv", "--parquet", "--kind")
+        if not args.file: raise ValueError("results import needs the CSV file: achilles results import FILE.csv")
+        if same_file(args.file, args.results): raise ValueError(f"results import {args.file!r} is the store itself (--results); pass a CSV")
+        r = ResultsStore(args.results).import_csv(args.file)
+        print(r.message(args.file) + ("" if r.previous or int(r) == 0 else f" into {args.results}"))
+        return 0
+    if args.file: raise ValueError(f"results {args.action} takes no file (got {args.file!r}); only results import does")
+    if args.action == "show": _not_with(args, "to results show (they are for results export)", "--csv", "--parquet", "--kind")
+    if not Path(args.results).exists():
         raise FileNotFoundError(f"--results={args.results!r} does not exist yet; run `achilles attack` first")
-    st = ResultsStore(args.results)
+    st = ResultsStore(args.results, readonly=True)  # reading never writes, and a foreign file is refused untouched
     if args.action == "show":
         t = st.summary()
-        print(f"{args.results}: {len(st):,} rows")
+        print(f"{args.results}: {len(st):,} row{'s' * (len(st) != 1)}")
         if len(t): print(t.to_string(index=False))
-    elif args.action == "export":
-        if not (args.csv or args.parquet): raise ValueError("results export needs --csv FILE or --parquet FILE")
-        for path in filter(None, (args.csv, args.parquet)):
-            check_output(path, [Path(args.results)], args.force, "--csv" if path == args.csv else "--parquet")
-            n = st.export(path, kind=args.kind, force=args.force)
-            print(f"{n:,} rows written to {path}")
-    else:
-        if not args.file: raise ValueError("results import needs the CSV file: achilles results import FILE.csv")
-        n = st.import_csv(args.file)
-        print(f"{args.file}: {n:,} rows imported into {args.results}" if n else
-              f"{args.file} was imported before; nothing new")
+        return 0
+    outs = [(o, p) for o, p in (("--csv", args.csv), ("--parquet", args.parquet)) if p]
+    if not outs: raise ValueError("results export needs --csv FILE or --parquet FILE")
+    for o, p in outs:
+        check_output(p, [Path(args.results)], args.force, o, protected=[("--results", args.results)] + [x for x in outs if x[0] != o])
+    if args.parquet:
+        try: import pyarrow  # noqa: F401
+        except ImportError as e: raise ImportError("--parquet needs pyarrow: pip install pyarrow") from e
+    for o, p in outs:
+        n = st.export(p, kind=args.kind, force=args.force, raw=args.raw_csv)
+        print(f"{n:,} row{'s' * (n != 1)} written to {p}")
     return 0
 
 def cmd_cache(args) -> int:
     "Show or prune the synthetic-dataset cache."
     from achilles.shadow.game import cache_info, prune_cache
+    if not args.cache_dir: raise ValueError("--cache-dir='' names no cache; pass the cache folder")
     if args.action == "info":
+        _not_with(args, "to cache info (they select what cache prune removes)", "--older-than")
+        if args.all: raise ValueError("--all does not apply to cache info; leave it out")
         info = cache_info(args.cache_dir, verify=args.verify)
         for k, v in info.items(): print(f"{k:>14}: {v}")
     else:
@@ -382,26 +512,66 @@ def cmd_cache(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #1f7eefaa
+class _Parser(argparse.ArgumentParser):
+    "argparse whose errors are one line, like every other error of the command: `achilles CMD: error: …` (exit 2)."
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {escape_controls(message)}\n")
+
+def _range_text(lo, hi, lo_open=False, hi_open=False) -> str:
+    if lo is None and hi is None: return "any value"
+    if lo is not None and hi is not None: return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    return f"{'>' if lo_open else '>='} {lo:g}" if lo is not None else f"<= {hi:g}"
+
+def _int_in(lo=None, hi=None):
+    "An argparse type: a whole number in [lo, hi], or a message naming the value and the range."
+    def parse(text):
+        try: v = int(text)
+        except ValueError:
+            bounds = f" ({_range_text(lo, hi)})" if lo is not None or hi is not None else ""
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number{bounds}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{v} is out of range: it must be a whole number {_range_text(lo, hi)}")
+        return v
+    return parse
+
+def _float_in(lo=None, hi=None, lo_open=False, hi_open=False):
+    "An argparse type: a finite number in the range, or a message naming the value and the range."
+    def parse(text):
+        try: v = float(text)
+        except ValueError: raise argparse.ArgumentTypeError(f"{text!r} is not a number ({_range_text(lo, hi, lo_open, hi_open)})") from None
+        bad = (not np.isfinite(v) or (lo is not None and (v < lo or (lo_open and v == lo)))
+               or (hi is not None and (v > hi or (hi_open and v == hi))))
+        if bad: raise argparse.ArgumentTypeError(f"{text} is out of range: it must be a number {_range_text(lo, hi, lo_open, hi_open)}")
+        return v
+    return parse
+
+_POS, _COUNT, _JOBS = _int_in(1), _int_in(2), _int_in()  # --jobs: checked by check_n_jobs (-1 = all cores, 0 refused)
+_RAW_HELP = ("write every cell of the CSV as it is; by default a text cell starting with =, +, -, @, tab or CR gets a leading ' "
+             "so that spreadsheets show it instead of running it as a formula (OWASP's advice on CSV injection)")
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="achilles", description="Vulnerable records and membership inference for synthetic data.")
+    p = _Parser(prog="achilles", description="Vulnerable records and membership inference for synthetic data.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def data_opts(q):
         q.add_argument("--dataset", default="adult", help="bundled dataset name: adult (bundled) or census (needs the ONS file)")
         q.add_argument("--path", default=None, help="file for a dataset that is not bundled (e.g. the ONS census CSV)")
         q.add_argument("--csv", default=None, help="your own CSV (header row) instead of --dataset")
-        q.add_argument("--types", default=None, help="column types for --csv: 'col:kind,...' or a JSON file; kind is "
-                       "categorical or continuous; other columns: strings categorical, numbers continuous")
+        q.add_argument("--types", default=None, help="column types: 'col:kind,...' or a JSON file; kind is categorical or continuous; "
+                       "other columns: strings categorical, numbers continuous (also overrides a bundled dataset's kinds)")
+        q.add_argument("--sep", default=None, help="field separator of --csv (default: ',' or, when the header has none, what it uses: "
+                       "';', tab or '|', and the command says so)")
 
     v = sub.add_parser("vulnerable", help="rank records by vulnerability and print the most vulnerable")
     data_opts(v)
-    v.add_argument("--k", type=int, default=5, help="neighbours in V_k (default 5)")
-    v.add_argument("--top", type=int, default=10, help="how many records to print (default 10)")
-    v.add_argument("--metric", default="cosine", help="distance: cosine (Eq. 5) or minkowski1..minkowski4 (Eq. 6)")
-    v.add_argument("--selector", default="distance", help="distance (Achilles), rare, loglik or random")
-    v.add_argument("--seed", type=int, default=0, help="seed for the random selector")
+    v.add_argument("--k", type=_POS, default=None, help="neighbours in V_k (default 5; distance selector only)")
+    v.add_argument("--top", type=_POS, default=10, help="how many records to print (default 10)")
+    v.add_argument("--metric", default=None, help="distance: cosine (Eq. 5, default) or minkowski1..minkowski4 (Eq. 6); distance selector only")
+    v.add_argument("--selector", default="distance", help="distance (Achilles), rare, rare_sampled, loglik or random")
+    v.add_argument("--seed", type=int, default=None, help="seed of the random selectors (random, rare_sampled; default 0)")
     v.add_argument("--out", default=None, help="also write the table to this CSV (never over an existing file without --force)")
     v.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never the input)")
+    v.add_argument("--raw-csv", action="store_true", help=_RAW_HELP)
     v.set_defaults(func=cmd_vulnerable)
 
     a = sub.add_parser("attack", help="run the MIA experiment of the Achilles paper")
@@ -409,34 +579,41 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     a.add_argument("--params", default=None, help="generator hyperparameters, e.g. epsilon=10,degree=2 "
                    "(see `achilles list generators --parameters`)")
-    a.add_argument("--selector", default="distance", help="distance, rare, loglik or random")
-    a.add_argument("--records", type=int, default=10, help="how many target records")
+    a.add_argument("--selector", default="distance", help="distance, rare, rare_sampled, loglik or random")
+    a.add_argument("--records", type=_POS, default=10, help="how many target records")
     a.add_argument("--attack", default="query", help="query or target-attention")
     a.add_argument("--profile", default="quick", help="quick (reduced sizes) or paper (Table 1 sizes)")
-    a.add_argument("--n-shadow", type=int, default=None, help="shadow datasets per record (overrides the profile)")
-    a.add_argument("--n-test", type=int, default=None, help="test datasets per record (overrides the profile)")
-    a.add_argument("--jobs", type=int, default=1, help="parallel workers for generation")
+    a.add_argument("--n-shadow", type=_COUNT, default=None, help="shadow datasets per record (overrides the profile)")
+    a.add_argument("--n-test", type=_COUNT, default=None, help="test datasets per record (overrides the profile)")
+    a.add_argument("--dataset-size", type=_COUNT, default=None, help="records per training and synthetic dataset (default 1,000; "
+                   "smaller for a small table: the game needs about 3.3 x this many records)")
+    a.add_argument("--jobs", type=_JOBS, default=1, help="parallel workers for generation")
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; safe for concurrent runs; reruns resume)")
-    a.add_argument("--cache-dir", default=".achilles_cache", help="cache of synthetic datasets")
+    a.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; safe for concurrent runs; reruns resume); '' to store nothing")
+    a.add_argument("--cache-dir", default=".achilles_cache", help="cache of synthetic datasets; '' for none")
     a.add_argument("--share-out", action="store_true", help="share OUT shadow datasets between targets")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_attack)
+
+    def release_opts(q, control):
+        q.add_argument("--types", default=None, help="column types of --train, as for --csv (the other files are read with the same)")
+        q.add_argument("--sep", default=None, help="field separator of the files (default: detected from each header)")
+        q.add_argument("--seed", type=int, default=0); q.add_argument("--jobs", type=_JOBS, default=None)
+        q.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
 
     n = sub.add_parser("nobox", help="no-box privacy metrics of a synthetic release (IMS, DCR, singling out, linkability, inference, GTCAP, DOMIAS)")
     n.add_argument("--train", default=None, help="CSV of the generator's training data")
     n.add_argument("--synthetic", default=None, help="CSV of the synthetic data")
     n.add_argument("--control", default=None, help="CSV of real records not used for training (the baseline)")
-    n.add_argument("--types", default=None, help="column types, as for --csv")
+    release_opts(n, "control")
     n.add_argument("--metrics", default=None, help="comma-separated metric names (default: all; see `achilles list metrics`)")
     n.add_argument("--secret", default=None, help="the column the inference attacks try to learn")
     n.add_argument("--aux-cols", default=None, help="comma-separated columns the attacker knows")
-    n.add_argument("--leaky", type=float, default=None, help="no files: the paper's leaky setting on --dataset with this leaked fraction")
-    n.add_argument("--dataset", default="adult"); n.add_argument("--path", default=None)
-    n.add_argument("--n", type=int, default=10_000, help="--leaky: training records (default 10,000)")
-    n.add_argument("--seed", type=int, default=0); n.add_argument("--jobs", type=int, default=None)
-    n.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
+    n.add_argument("--leaky", type=_float_in(0, 1), default=None, help="no files: the paper's leaky setting on --dataset with this leaked fraction")
+    n.add_argument("--dataset", default=None, help="--leaky: the bundled dataset (default adult)"); n.add_argument("--path", default=None)
+    n.add_argument("--n", type=_POS, default=None, help="--leaky: training records (default 10,000)")
     n.add_argument("--out", default=None, help="also write the report to this CSV"); n.add_argument("--force", action="store_true")
+    n.add_argument("--raw-csv", action="store_true", help=_RAW_HELP)
     n.add_argument("--quiet", action="store_true")
     n.set_defaults(func=cmd_nobox)
 
@@ -444,12 +621,10 @@ def build_parser() -> argparse.ArgumentParser:
     kd.add_argument("--train", default=None, help="CSV of the generator's training data (the members)")
     kd.add_argument("--synthetic", default=None, help="CSV of the synthetic data")
     kd.add_argument("--holdout", default=None, help="CSV of real records not used for training (the non-members)")
-    kd.add_argument("--types", default=None, help="column types, as for --csv")
+    release_opts(kd, "holdout")
     kd.add_argument("--variant", default="true", choices=["true", "realistic"])
-    kd.add_argument("--threshold", type=float, default=None, help="realistic: the percentile in (0, 100) (default: sweep 10..90)")
+    kd.add_argument("--threshold", type=_float_in(0, 100, True, True), default=None, help="realistic: the percentile in (0, 100) (default: sweep 10..90)")
     kd.add_argument("--distance", default="gower", help="distance to the nearest synthetic record (default gower)")
-    kd.add_argument("--seed", type=int, default=0); kd.add_argument("--jobs", type=int, default=None)
-    kd.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
     kd.set_defaults(func=cmd_kde)
 
     rb = sub.add_parser("riskbench", help="the risk-insertion benchmark: insert known risk (leaky, overfit, dp, outliers, canary) and run every metric")
@@ -460,10 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("--model-params", default=None, help="the risk model's parameters, e.g. overfit=1.6 (outliers), n_canaries=50 (canary)")
     rb.add_argument("--levels", default=None, help="comma-separated levels (default: the paper's: f_l 0..1, f_o 1..2, epsilon 1..100, x 0..10)")
     rb.add_argument("--metrics", default=None, help="metric specs, e.g. ims,dcr,knn_dcr(k=3) (default: every metric)")
-    rb.add_argument("--replicates", type=int, default=1); rb.add_argument("--n-train", type=int, default=10_000, help="training records (default 10,000)")
+    rb.add_argument("--replicates", type=_POS, default=1)
+    rb.add_argument("--n-train", type=_int_in(10), default=None, help="training records (default 10,000, or 2/9 of the rows if fewer; "
+                    "a larger value than the table holds is an error)")
     rb.add_argument("--secret", default=None, help="the column the inference attacks target")
     rb.add_argument("--no-utility", action="store_true", help="skip the utility score (real-vs-synthetic classifier) of each release")
-    rb.add_argument("--seed", type=int, default=0); rb.add_argument("--jobs", type=int, default=1, help="parallel releases (processes)")
+    rb.add_argument("--seed", type=int, default=0); rb.add_argument("--jobs", type=_JOBS, default=1, help="parallel releases (processes)")
     rb.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite; reruns resume); '' to store nothing")
     rb.add_argument("--quiet", action="store_true")
     rb.set_defaults(func=cmd_riskbench)
@@ -473,20 +650,21 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     au.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
     au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all'")
-    au.add_argument("--n-datasets", type=int, default=1000, help="synthetic datasets in the pool (each record is IN about half)")
-    au.add_argument("--dataset-size", type=int, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    au.add_argument("--n-datasets", type=_POS, default=1000, help="synthetic datasets in the pool (each record is IN about half)")
+    au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--attacks", default="query,distance,density",
                     help="attack families, combined into each record's AUC (see `achilles list audit_attacks`; default: all)")
     au.add_argument("--order", default="auto", help="counting queries on every subset of up to this many attributes (default auto: 3 up to 20 columns)")
-    au.add_argument("--subsets", type=int, default=0, help="random larger attribute subsets queried too (default 0)")
+    au.add_argument("--subsets", type=_int_in(0), default=0, help="random larger attribute subsets queried too (default 0)")
     au.add_argument("--classifier", default="lda", choices=["lda", "logistic", "rf"],
                     help="per-record model: lda (a likelihood ratio, default), logistic, or rf (the paper's random forest)")
-    au.add_argument("--folds", type=int, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
-    au.add_argument("--top", type=int, default=20, help="riskiest records to print")
-    au.add_argument("--seed", type=int, default=0); au.add_argument("--jobs", type=int, default=1)
+    au.add_argument("--folds", type=_POS, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
+    au.add_argument("--top", type=_POS, default=20, help="riskiest records to print")
+    au.add_argument("--seed", type=int, default=0); au.add_argument("--jobs", type=_JOBS, default=1)
     au.add_argument("--results", default="results/achilles.sqlite", help="results store (kind audit; reruns resume); '' for none")
     au.add_argument("--cache-dir", default=".achilles_cache", help="cache of synthetic datasets ('' for none)")
     au.add_argument("--out", default=None, help="also write every record's row to this CSV"); au.add_argument("--force", action="store_true")
+    au.add_argument("--raw-csv", action="store_true", help=_RAW_HELP)
     au.add_argument("--quiet", action="store_true")
     au.set_defaults(func=cmd_audit)
 
@@ -495,14 +673,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--data", default=None, help="your own CSV (header row) instead of --dataset (column types: --types)")
     rp.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     rp.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
-    rp.add_argument("--records", type=int, default=200, help="records audited (a seeded random sample; default 200)")
-    rp.add_argument("--n-datasets", type=int, default=400, help="synthetic datasets in each audit's pool (default 400)")
-    rp.add_argument("--dataset-size", type=int, default=1000, help="records per training and synthetic dataset (default 1,000)")
-    rp.add_argument("--top", type=int, default=20, help="riskiest records listed with reasons (default 20)")
-    rp.add_argument("--remedy-top", type=int, default=10, help="riskiest records the remedies remove / suppress (default 10)")
+    rp.add_argument("--records", type=_COUNT, default=200, help="records audited (a seeded random sample; default 200)")
+    rp.add_argument("--n-datasets", type=_POS, default=400, help="synthetic datasets in each audit's pool (default 400)")
+    rp.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    rp.add_argument("--top", type=_POS, default=20, help="riskiest records listed with reasons (default 20)")
+    rp.add_argument("--remedy-top", type=_POS, default=10, help="riskiest records the remedies remove / suppress (default 10)")
     rp.add_argument("--out", required=True, help="the HTML page to write (never over an existing file without --force)")
     rp.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never an input)")
-    rp.add_argument("--seed", type=int, default=0); rp.add_argument("--jobs", type=int, default=1)
+    rp.add_argument("--seed", type=int, default=0); rp.add_argument("--jobs", type=_JOBS, default=1)
     rp.add_argument("--results", default="", help="results store for the audits (reruns resume); default: none")
     rp.add_argument("--cache-dir", default="", help="cache of synthetic datasets; default: none")
     rp.add_argument("--quiet", action="store_true")
@@ -521,12 +699,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--csv", default=None, help="export: write a CSV here"); r.add_argument("--parquet", default=None)
     r.add_argument("--kind", default=None, choices=["attack", "audit", "metric"], help="export only rows of this kind")
     r.add_argument("--force", action="store_true", help="export: replace an existing file")
+    r.add_argument("--raw-csv", action="store_true", help=_RAW_HELP)
     r.set_defaults(func=cmd_results)
 
     c = sub.add_parser("cache", help="size of the synthetic-dataset cache, and pruning")
     c.add_argument("action", choices=["info", "prune"])
     c.add_argument("--cache-dir", default=".achilles_cache")
-    c.add_argument("--older-than", type=float, default=None, help="prune: entries older than this many days")
+    c.add_argument("--older-than", type=_float_in(0), default=None, help="prune: entries older than this many days")
     c.add_argument("--all", action="store_true", help="prune: every entry")
     c.add_argument("--verify", action="store_true", help="check every entry's checksum (info), remove corrupt ones (prune)")
     c.set_defaults(func=cmd_cache)
@@ -534,14 +713,14 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="time a heavy part against its named baseline")
     b.add_argument("what", choices=BENCHES.names())
     b.add_argument("--dataset", default=None); b.add_argument("--path", default=None)
-    b.add_argument("--n", type=int, default=None, help="records (subsample size)")
-    b.add_argument("--k", type=int, default=None)
-    b.add_argument("--repeats", type=int, default=None)
+    b.add_argument("--n", type=_POS, default=None, help="records (subsample size)")
+    b.add_argument("--k", type=_POS, default=None)
+    b.add_argument("--repeats", type=_POS, default=None)
     b.add_argument("--generator", default=None)
-    b.add_argument("--n-shadow", type=int, default=None); b.add_argument("--n-test", type=int, default=None)
-    b.add_argument("--n-datasets", type=int, default=None, help="audit: datasets in the timed pool (default 4,000)")
+    b.add_argument("--n-shadow", type=_COUNT, default=None); b.add_argument("--n-test", type=_COUNT, default=None)
+    b.add_argument("--n-datasets", type=_POS, default=None, help="audit: datasets in the timed pool (default 4,000)")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
-    b.add_argument("--jobs", type=int, default=None)
+    b.add_argument("--jobs", type=_JOBS, default=None)
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p
@@ -560,26 +739,64 @@ def _interruption(e: BaseException):
         seen.add(id(e)); e = e.__cause__ or e.__context__
     return None
 
+class _Escaping:
+    "A text stream that shows control characters escaped: data values never reach the terminal as escape sequences."
+    def __init__(self, stream): self._stream = stream
+    def write(self, text): return self._stream.write(escape_controls(text))
+    def __getattr__(self, name): return getattr(self._stream, name)
+
+_USER_ERRORS = (ValueError, TypeError, OSError, ImportError, MemoryError, LookupError)
+
+def _one_line(e: BaseException) -> str:
+    "An exception as one line: its message (a KeyError's without quotes), the first and last lines of a longer one, controls escaped."
+    text = e.args[0] if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str) else str(e)
+    lines = [l.strip() for l in str(text).splitlines() if l.strip()]
+    text = lines[0] + (f" … {lines[-1]}" if len(lines) > 1 else "") if lines else type(e).__name__
+    return escape_controls(text)
+
+def _quiet_stdout(stream) -> None:
+    "After a broken pipe: point stdout at /dev/null, so that Python's final flush does not raise again."
+    try: os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError, AttributeError): pass
+
 def main(argv=None) -> int:
-    "Entry point of the `achilles` console script: one line per error (exit 2), 130 on Ctrl-C, 143 on SIGTERM."
-    args = build_parser().parse_args(argv)
-    import threading, warnings
+    "Entry point of the `achilles` console script: one line per error (exit 2; 1 for a failure that is not the input's), 130 on Ctrl-C, 143 on SIGTERM, 141 on a closed pipe."
+    try: args = build_parser().parse_args(argv)
+    except SystemExit as e: return e.code if isinstance(e.code, int) else 2  # --help: 0; a bad argument: 2, already said in one line
+    import threading
     prev = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    fmt = warnings.formatwarning  # warnings as one line each, like errors
-    warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {msg}\n"
-    try:
-        return args.func(args)
-    except (KeyboardInterrupt, ValueError, TypeError, OSError, ImportError) as e:
-        stop = _interruption(e)  # Ctrl-C while a file was being written can surface as the writer's own error
-        if stop is None:
-            if os.environ.get("ACHILLES_DEBUG"): raise
-            print(f"achilles {args.command}: error: {e}", file=sys.stderr)
-            return 2
-        e = stop
-        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-        print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
-              file=sys.stderr)
-        return 143 if isinstance(e, Terminated) else 130
-    finally:
-        warnings.formatwarning = fmt
-        if prev is not None: signal.signal(signal.SIGTERM, prev)
+    fmt, out = warnings.formatwarning, sys.stdout
+    warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {escape_controls(msg)}\n"
+    sys.stdout = _Escaping(out)
+    code, stop = 2, None
+    with warnings.catch_warnings():
+        try:
+            from joblib import parallel_config
+            with parallel_config(backend="loky", initializer=ignore_sigint):  # Ctrl-C is the parent's: workers print nothing
+                code = args.func(args)
+        except BrokenPipeError:  # the reader went away (`achilles list … | head`): stop quietly, as any Unix tool
+            _quiet_stdout(out); code = 141
+        except BaseException as e:
+            stop = e if isinstance(e, KeyboardInterrupt) else _interruption(e)  # Ctrl-C can surface as a writer's own error
+            if stop is None:
+                if isinstance(e, (SystemExit, GeneratorExit)): raise
+                if os.environ.get("ACHILLES_DEBUG"): raise
+                user = isinstance(e, _USER_ERRORS)
+                msg = _one_line(e) if user else f"{type(e).__name__}: {_one_line(e)} (ACHILLES_DEBUG=1 shows the traceback)"
+                print(f"achilles {args.command}: error: {msg}", file=sys.stderr)
+                code = 2 if user else 1
+            else:  # joblib warns about the tasks it cancelled when its generator is collected: after our message, noise
+                warnings.filterwarnings("ignore", category=UserWarning, module=r"joblib(\..*)?")
+        finally:
+            sys.stdout = out
+            warnings.formatwarning = fmt
+            if prev is not None: signal.signal(signal.SIGTERM, prev)
+        if stop is not None:
+            term, stop = isinstance(stop, Terminated), None
+            gc.collect()  # the interrupted work (and joblib's generator) goes now, while its warning is filtered
+            how = "terminated (SIGTERM)" if term else "interrupted"
+            print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
+                  file=sys.stderr)
+            code = 143 if term else 130
+    if code in (130, 143): warnings.filterwarnings("ignore", category=UserWarning, module=r"joblib(\..*)?")  # and at exit
+    return code

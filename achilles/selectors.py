@@ -13,7 +13,7 @@ import pandas as pd
 from .core.data import Encoded, Schema, encode
 from .core.registry import Registry
 from .core.rng import check_rng
-from .core.validate import check_int
+from .core.validate import check_columns, check_int
 from .distance import paper_metrics, vulnerability_scores
 
 # %% auto #0
@@ -78,6 +78,10 @@ def distance_scores(df: pd.DataFrame, schema: Schema,
                     metric: str = "cosine",  # a key of `achilles.distance.METRICS`
                     ) -> np.ndarray:
     "Achilles: the vulnerability score V_k (Definition 2); through the neighbour engine where it gives the same numbers."
+    from achilles.core.runtime import check_memory
+    k = check_int("k", k, lo=1, hi=max(len(df) - 1, 1))
+    check_memory(f"k={k:,} ({len(df):,} records x {k:,} neighbours: distances and indices)", 16.0 * len(df) * k,
+                 "V_k needs only a few neighbours (the paper uses k=5; its ranking is stable up to k=50)")
     if _engine_applies(df, schema, metric):
         from achilles.neighbours import nearest  # the same layer; imported here to keep `distance` free of the engine
         check_int("k", k, lo=1, hi=max(len(df) - 1, 1))
@@ -145,6 +149,7 @@ def select_records(df: pd.DataFrame,  # the table (positions, not labels, are re
         raise ValueError(f"method={method!r} is not a known selector; use one of {', '.join(SELECTORS)}")
     if not isinstance(df, pd.DataFrame): raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
     if not isinstance(schema, Schema): raise TypeError(f"schema must be a Schema, got {type(schema).__name__}")
+    check_columns("df", df, schema.names)  # a missing column is one line naming it, never a KeyError from deep inside
     N = len(df)
     if n is None: n = N
     n = check_int("n", n, lo=1, hi=N)

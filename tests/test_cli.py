@@ -30,7 +30,7 @@ def test_vulnerable_matches_library(small_csv, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, msg", [
     (["vulnerable", "--dataset", "mnist"], "not a known dataset"),
-    (["vulnerable", "--k", "0"], "--k must be >= 1"),
+    (["vulnerable", "--k", "0"], "argument --k: 0 is out of range: it must be a whole number >= 1"),
     (["vulnerable", "--csv", "/nonexistent.csv"], "does not exist"),
 ])
 def test_errors_exit_2_with_message(argv, msg, capsys):

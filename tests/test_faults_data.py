@@ -121,8 +121,9 @@ def test_unknown_dataset_lists_known_names(tmp_path):
     assert f"({', '.join(DATASETS)})" in one_line(e)
     with pytest.raises(TypeError):
         load_dataset(3)
+    assert load_dataset("adult", types={"age": "categorical"})[1]["age"].is_categorical  # honoured, not ignored
     with pytest.raises(ValueError, match="CSV file only"):
-        load_dataset("adult", types={"age": "categorical"})
+        load_dataset("adult", sep=";")
 
 
 def test_parser_error_names_file_and_separator(tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from .data import Schema, Encoded, as_encoded, encode
+from .data import Schema, Encoded, as_encoded, check_release, encode
 from .results import RiskResult, check_labels
 from .rng import check_rng, child_seeds
 from .validate import check_int
@@ -113,12 +113,21 @@ def _finish(self: Generator, enc: Encoded) -> tuple[Encoded, np.ndarray]:
     return Encoded(np.ascontiguousarray(enc.cat, dtype=np.int32), out), raw
 
 @patch
+def _check_n(self: Generator, n) -> int:
+    "`n` as an int >= 0, refused before the allocation when its records would not fit in memory."
+    from achilles.core.runtime import check_memory
+    n = check_int("n", n, lo=0)
+    per_row = 3 * (4 * len(self.schema.categorical) + 8 * len(self.schema.continuous)) + 8 * len(self.schema)  # codes, values, output
+    check_memory(f"n={n:,} synthetic records", float(n) * per_row, "sample fewer records at a time")
+    return n
+
+@patch
 def sample_encoded(self: Generator,
                    n: int,  # number of synthetic records
                    rng=None,  # int seed, numpy Generator or None
                    ) -> Encoded:
     "Draw `n` synthetic records in the shared encoding (equals `encode(sample(n, rng))` for the same `rng`)."
-    self._check_fitted(); n = check_int("n", n, lo=0)
+    self._check_fitted(); n = self._check_n(n)
     return self._finish(self._sample(n, check_rng(rng)))[0]
 
 @patch
@@ -127,7 +136,7 @@ def sample(self: Generator,
            rng=None,  # int seed, numpy Generator or None
            ) -> pd.DataFrame:
     "Draw `n` synthetic records as a DataFrame with the schema's columns and the training table's dtypes."
-    self._check_fitted(); n = check_int("n", n, lo=0)
+    self._check_fitted(); n = self._check_n(n)
     enc, raw = self._finish(self._sample(n, check_rng(rng)))
     out, ic, ik = {}, 0, 0
     dt = self.dtypes_
@@ -273,6 +282,7 @@ class PrivacyMetric:
     name: str = "metric"  # the registry name
     direction: str = "higher"  # "higher": a larger value means more risk
     needs_control: bool = False  # True: `control` is required
+    tables: tuple = ("train", "synthetic", "control")  # how messages name the three tables
 
     def __init__(self, schema: Schema | None = None):
         self.schema = schema
@@ -294,6 +304,14 @@ class PrivacyMetric:
             missing = [c for c in train.columns if c not in t.columns]
             if missing and self.schema is None:
                 raise ValueError(f"{k} lacks the column(s) {missing} of train; it has {list(t.columns)[:20]}")
+        for k, t in tables.items():  # a missing value is named by its table and its row, before the tables are combined
+            if t is None: continue
+            cols = [c for c in (self.schema.names if self.schema is not None else train.columns) if c in t.columns]
+            miss = t[cols].isna().to_numpy()
+            if miss.any():
+                r, j = np.argwhere(miss)[0]
+                raise ValueError(f"{k} has missing values in column {cols[j]!r}: {int(miss[:, j].sum()):,}, the first in row "
+                                 f"{int(r)} (counted from 0; index label {t.index[r]!r}); drop or impute them")
         schema = self.schema if self.schema is not None else common_schema(*[t for t in tables.values() if t is not None])
         check_schema(schema)
         for k, t in tables.items():
@@ -315,6 +333,7 @@ class PrivacyMetric:
                  ) -> RiskResult:
         "Measure the risk; inputs are validated before any work and never modified."
         schema = self._check_tables(train, synthetic, control)
+        check_release(train, synthetic, control, self.tables)  # a control set that is train, tables coded differently: said
         res = self._evaluate(train, synthetic, control, schema, check_rng(rng))
         if not isinstance(res, RiskResult):
             raise TypeError(f"{type(self).__name__}._evaluate returned {type(res).__name__}, not a RiskResult")

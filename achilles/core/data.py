@@ -18,9 +18,10 @@ from .validate import InvalidParameterError, check_columns
 
 # %% auto #0
 __all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS', 'ADULT_CONTINUOUS', 'CENSUS_ENV',
-           'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'DATASETS', 'Column', 'Schema', 'Encoded', 'encode', 'decode', 'as_encoded',
-           'load_adult', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types', 'DataWarning',
-           'sanity_check', 'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
+           'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode',
+           'decode', 'as_encoded', 'load_adult', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types',
+           'sanity_check', 'overlap_share', 'release_problems', 'check_release', 'detect_sep', 'load_csv',
+           'load_dataset', 'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
@@ -122,6 +123,10 @@ class Schema:
         "Build a schema from a reference table, with explicit types for some columns and the inference rule for the rest."
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+        dup = list(dict.fromkeys(df.columns[df.columns.duplicated()]))
+        if dup: raise ValueError(f"df has duplicated column name(s) {dup}; column names must be unique (rename or drop the copies)")
+        if len(df) == 0:
+            raise ValueError(f"df has no rows (columns {list(df.columns)[:10]}); a schema reads each column's domain from the data")
         types = dict(types or {})
         unknown = [k for k in types if k not in df.columns]
         if unknown: raise ValueError(f"types names columns that are not in the table: {unknown}; columns are {list(df.columns)}")
@@ -203,6 +208,9 @@ class Encoded:
     def __len__(self): return self.n
 
 # %% ../../nbs/00_core/04_data.ipynb #b9dd4fa5
+class DataWarning(UserWarning):
+    "The table loads, but a column (or the table's shape) may make the vulnerability score meaningless."
+
 UNSEEN = ("error", "code")
 
 OUT_OF_RANGE = ("clip", "error", "keep")
@@ -210,6 +218,14 @@ OUT_OF_RANGE = ("clip", "error", "keep")
 def _choice(arg, value, allowed):
     if value not in allowed:
         raise ValueError(f"{arg}={value!r} is not allowed; use one of {allowed}")
+
+def _warn_clipped(col, v: np.ndarray, out: np.ndarray, index) -> None:
+    "A `DataWarning`: values outside a continuous column's range are clipped (a schema built from other data)."
+    i = int(np.argmax(out))
+    warnings.warn(f"column {col.name!r}: {int(out.sum()):,} value(s) lie outside the schema's range [{col.lower:g}, {col.upper:g}] "
+                  f"(e.g. {float(v[i]):g} at row {index[i]!r}) and are clipped to it, which changes distances and ranks: the "
+                  "schema was built from other data; build it from this table (`Schema.from_dataframe`) or from all the tables "
+                  "compared (`common_schema`)", DataWarning, stacklevel=4)
 
 # %% ../../nbs/00_core/04_data.ipynb #a20bf47c
 def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
@@ -255,7 +271,10 @@ def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
                                      f"range [{col.lower:g}, {col.upper:g}]; pass out_of_range='clip' or 'keep'")
             width = col.upper - col.lower
             x = (v - col.lower) / width if width > 0 else np.zeros_like(v)
-            if out_of_range == "clip": np.clip(x, 0.0, 1.0, out=x)
+            if out_of_range == "clip":
+                out = (v < col.lower) | (v > col.upper)
+                if out.any(): _warn_clipped(col, v, out, s.index)
+                np.clip(x, 0.0, 1.0, out=x)
             cont[:, ik] = x; ik += 1
     return Encoded(cat, cont)
 
@@ -401,7 +420,10 @@ def _check_frame_complete(df, path):
 
 # %% ../../nbs/00_core/04_data.ipynb #5cb3162c
 def _check_file(path) -> Path:
-    "`path` as a `Path`, or a one-line error: it does not exist, is a folder, or is empty."
+    "`path` as a `Path`, or a one-line error: not a path, it does not exist, is a folder, or is empty."
+    if not isinstance(path, (str, os.PathLike)) or str(path) == "":
+        raise InvalidParameterError(f"path={path!r} must be the path of a CSV file (a str or a pathlib.Path), "
+                                    f"not {type(path).__name__ if str(path) else 'an empty string'}")
     p = Path(path)
     if not p.exists(): raise FileNotFoundError(f"path={str(p)!r} does not exist")
     if p.is_dir(): raise IsADirectoryError(f"path={str(p)!r} is a folder; pass a CSV file")
@@ -438,7 +460,19 @@ def read_csv_checked(path,  # a CSV file
         raise ValueError(f"could not parse {str(p)!r} as CSV: {msg}{_sep_hint(_first_line(p), kw.get('sep', ','))}") from e
     if len(df) == 0:
         raise ValueError(f"{str(p)!r} has a header ({df.shape[1]} column(s): {list(df.columns)[:5]}) but no data rows")
+    _check_header_unique(p, kw)
     return df
+
+def _check_header_unique(p: Path, kw: dict) -> None:
+    "A one-line error if the header names a column twice (pandas would rename the copy 'name.1' and run on)."
+    head = pd.read_csv(p, header=None, nrows=1, dtype=str, keep_default_na=False,
+                       **{k: v for k, v in kw.items() if k in ("sep", "skiprows", "encoding")}).iloc[0].tolist()
+    seen = {}
+    for i, h in enumerate(head):
+        if h in seen:
+            raise ValueError(f"{str(p)!r}: the header names column {h!r} twice (columns {seen[h] + 1} and {i + 1}); "
+                             "column names must be unique: rename or drop one")
+        seen[h] = i
 
 # %% ../../nbs/00_core/04_data.ipynb #505a1f1d
 _JSON_NAMES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -479,9 +513,6 @@ def parse_types(types: str | Path | Mapping | None) -> dict:
     return out
 
 # %% ../../nbs/00_core/04_data.ipynb #ff6c9850
-class DataWarning(UserWarning):
-    "The table loads, but a column (or the table's shape) may make the vulnerability score meaningless."
-
 _ID_WORDS = {"id", "ids", "uuid", "guid", "key", "index", "idx", "identifier"}
 
 def _id_named(name) -> bool:
@@ -560,12 +591,140 @@ def sanity_check(df: pd.DataFrame,  # the table
                    "the gaps between their values; add the other attributes")
     return out
 
+# %% ../../nbs/00_core/04_data.ipynb #22c8f9ad
+def _column_hashes(s: pd.Series, as_number: bool) -> np.ndarray:
+    "A uint64 hash per value: numbers as float64, anything else by its text (a category's text is hashed once)."
+    if as_number: return pd.util.hash_array(s.to_numpy(np.float64))
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = pd.util.hash_array(s.cat.categories.astype(str).to_numpy(object))
+        codes = s.cat.codes.to_numpy()
+        return np.where(codes >= 0, cats[np.maximum(codes, 0)], np.uint64(0))
+    return pd.util.hash_array(s.astype(str).to_numpy(object))
+
+def _row_hashes(tables: list, cols: list) -> list:
+    "One uint64 hash per row of each table, over `cols`; a column is hashed as numbers only if it holds numbers in every table."
+    out = [np.zeros(len(t), np.uint64) for t in tables]
+    for c in cols:
+        num = all(_is_numeric(t[c]) for t in tables)
+        for k, t in enumerate(tables):
+            out[k] = (out[k] * np.uint64(1_000_003)) ^ _column_hashes(t[c], num)
+    return out
+
+def overlap_share(train: pd.DataFrame, control: pd.DataFrame, cols=None) -> tuple[float, int, float]:
+    "(share of control rows that also occur in train, how many, share of train rows that repeat within train)."
+    cols = list(train.columns if cols is None else cols)
+    ht, hc = _row_hashes([train, control], cols)
+    ht = np.sort(ht)
+    pos = np.minimum(np.searchsorted(ht, hc), len(ht) - 1)
+    shared = int((ht[pos] == hc).sum()) if len(ht) else 0
+    rep = np.zeros(len(ht), bool)
+    if len(ht) > 1: same = ht[1:] == ht[:-1]; rep[1:] |= same; rep[:-1] |= same
+    return shared / max(len(hc), 1), shared, float(rep.mean()) if len(ht) else 0.0
+
+def _distinct(s: pd.Series) -> pd.Index:
+    if isinstance(s.dtype, pd.CategoricalDtype): return pd.Index(s.cat.categories[np.unique(s.cat.codes[s.cat.codes >= 0])], dtype=object)
+    return pd.Index(pd.unique(s.dropna().to_numpy(object)), dtype=object)
+
+def _value_share(col: str, train: pd.Series, other: pd.Series):
+    "(share of `other`'s rows holding a value `train` has, or inside its range for numbers; an example)."
+    if _is_numeric(train) and _is_numeric(other):
+        t, o = train.to_numpy(np.float64), other.to_numpy(np.float64)
+        share = float(((o >= np.nanmin(t)) & (o <= np.nanmax(t))).mean())
+        return share, f"values in [{np.nanmin(o):g}, {np.nanmax(o):g}] against train's [{np.nanmin(t):g}, {np.nanmax(t):g}]"
+    tv = (pd.Index(train.cat.categories, dtype=object) if isinstance(train.dtype, pd.CategoricalDtype) else _distinct(train))
+    if isinstance(other.dtype, pd.CategoricalDtype):  # count through the codes: no per-row lookup
+        codes = other.cat.codes.to_numpy()
+        counts = np.bincount(codes[codes >= 0], minlength=len(other.cat.categories))
+        vals = pd.Index(other.cat.categories, dtype=object)
+    else:
+        vc = pd.Series(other.to_numpy(object)).value_counts(sort=False, dropna=True)
+        counts, vals = vc.to_numpy(), pd.Index(vc.index, dtype=object)
+    hit = vals.isin(tv)
+    miss = vals[~hit & (counts > 0)]
+    ex = f"e.g. {_py(miss[0])!r} where train has {_py(tv[0])!r}" if len(miss) and len(tv) else ""
+    return float(counts[hit].sum() / max(len(other), 1)), ex
+
+def release_problems(train: pd.DataFrame,  # the generator's training data
+                     synthetic: pd.DataFrame | None = None,  # the release
+                     control: pd.DataFrame | None = None,  # real records held out of training (control / holdout)
+                     names: tuple = ("train", "synthetic", "control"),  # how the messages name the three tables
+                     min_share: float = 0.5,  # a column whose values agree with train's on fewer rows than this is reported
+                     ) -> list[str]:
+    "Problems that make a comparison of these tables meaningless (control not held out; columns coded differently), one line each."
+    out = []
+    cols = [c for c in train.columns
+            if all(t is None or c in t.columns for t in (synthetic, control))]
+    for t, name in ((synthetic, names[1]), (control, names[2])):
+        if t is None or not len(t): continue
+        for c in cols:
+            share, ex = _value_share(c, train[c], t[c])
+            if share < min_share:
+                out.append(f"{name} column {c!r} shares almost no values with {names[0]}'s: only {share:.0%} of its rows hold a "
+                           f"value that {names[0]}'s {c!r} has ({ex}); the tables are coded differently (a leading space, a "
+                           "recoding, another scale), so every metric comparing them is meaningless: make them agree")
+    if control is not None and len(control) and len(train) and cols:
+        share, k, dup = overlap_share(train, control, cols)
+        if share > max(0.1, 2 * dup):
+            out.append(f"{names[2]} shares {k:,} of its {len(control):,} rows ({share:.0%}) with {names[0]} ({names[0]} repeats "
+                       f"{dup:.0%} of its own rows, about what chance would share): the {names[2]} set must be real records the "
+                       f"generator never saw, or every metric that compares {names[0]} with {names[2]} reads no risk")
+    return out
+
+_LAST_RELEASE = [None]  # weak references to the last tables checked: a report that runs ten metrics on them checks (and says) once
+
+def check_release(train, synthetic=None, control=None, names=("train", "synthetic", "control")) -> None:
+    "Emit each of `release_problems` as a `DataWarning` (the one call every metric makes); the same table objects again are not checked twice."
+    import weakref
+    key = tuple(id(t) for t in (train, synthetic, control)) + (names,)
+    last = _LAST_RELEASE[0]
+    if (last is not None and last[0] == key
+            and all((r() is t) if r is not None else t is None for r, t in zip(last[1], (train, synthetic, control)))): return
+    wr = lambda t: None if t is None else weakref.ref(t)
+    _LAST_RELEASE[0] = (key, tuple(wr(t) for t in (train, synthetic, control)))
+    for msg in release_problems(train, synthetic, control, names): warnings.warn(msg, DataWarning, stacklevel=3)
+
 # %% ../../nbs/00_core/04_data.ipynb #813835b8
+def detect_sep(path) -> str:
+    "The separator of a CSV file: ',' when its header holds one, else the most frequent of ';', tab and '|' in it (',' if none)."
+    header = _first_line(_check_file(path))
+    return _sniff_sep(header, ",") or ","
+
+def _line_numbers(p: Path, n_rows: int, skiprows: int = 0):
+    "The file line (1-based) of each data row, when it can be told (no blank lines inside quoted fields); else None."
+    with open(p, "rb") as f: lines = f.read().split(b"\n")
+    if lines and lines[-1] == b"": lines.pop()
+    filled = [i + 1 for i, l in enumerate(lines) if l.strip(b"\r") != b""]
+    data = filled[skiprows + 1:]
+    return data if len(data) == n_rows else None
+
+def _where(p: Path, lines, pos: int) -> str:
+    "How a message names data row `pos` of file `p`."
+    return f"line {lines[pos]} of {str(p)!r} (data row {pos + 1})" if lines else f"data row {pos + 1} of {str(p)!r}"
+
+def _check_cells(df: pd.DataFrame, p: Path, skiprows: int = 0) -> None:
+    "One-line errors naming the file and the line for a missing value and a non-finite number."
+    lines = None
+    for c in df.columns:
+        s = df[c]
+        miss = s.isna().to_numpy()
+        bad = miss | (np.isinf(s.to_numpy(np.float64)) if _is_numeric(s) else False)
+        if bad.any():
+            lines = lines or _line_numbers(p, len(df), skiprows)
+            pos = int(np.argmax(bad))
+            what = (f"{int(miss.sum()):,} missing value(s), the first on {_where(p, lines, pos)}" if miss.any() and miss[pos]
+                    else f"a non-finite value {_py(s.iloc[pos])!r} on {_where(p, lines, pos)}")
+            raise ValueError(f"column {c!r} has {what}; drop or impute them before running achilles (it does not guess)")
+
 def load_csv(path: str | Path,  # CSV file with a header row
              types: str | Path | Mapping | None = None,  # column types (see `parse_types`); the rest are inferred
-             sep: str = ",",  # field separator (e.g. ';' or '\t')
+             sep: str | None = ",",  # field separator (e.g. ';' or '\t'); None: detect it from the header (`detect_sep`), and say so
              ) -> tuple[pd.DataFrame, Schema]:
     "Read a CSV and build its schema; categorical columns become `category` dtype; each `sanity_check` problem is a `DataWarning`."
+    if sep is None:
+        sep = detect_sep(path)
+        if sep != ",":
+            warnings.warn(f"{str(path)!r}: its header has no ',' and reads as {sep!r}-separated, so it was read with sep={sep!r} "
+                          "(pass the separator explicitly to choose another)", DataWarning, stacklevel=2)
     if not isinstance(sep, str) or not sep:
         raise InvalidParameterError(f"sep={sep!r} must be a non-empty string such as ',', ';' or '\\t'")
     types = parse_types(types)
@@ -579,6 +738,7 @@ def load_csv(path: str | Path,  # CSV file with a header row
     if empty:
         raise ValueError(f"{str(path)!r}: column {empty[0]!r} is entirely missing (all {len(df)} values are empty); "
                          "remove it from the file or fill it in")
+    _check_cells(df, Path(path))
     schema = Schema.from_dataframe(df, types)
     for c in schema.categorical: df[c] = df[c].astype("category")
     for msg in sanity_check(df, schema, declared=types): warnings.warn(msg, DataWarning, stacklevel=2)
@@ -602,13 +762,18 @@ def _check_file_name(name) -> None:
 def load_dataset(name: str,  # "adult", "census", or a path to a CSV
                  path: str | Path | None = None,  # where the data lives, for datasets that are not bundled
                  types=None,  # column types for a CSV (see `parse_types`)
-                 sep: str = ",",  # field separator of a CSV
+                 sep: str | None = ",",  # field separator of a CSV (None: detect it)
                  ) -> tuple[pd.DataFrame, Schema]:
-    "A named dataset (or a CSV) and its schema."
+    "A named dataset (or a CSV) and its schema; `types` overrides column kinds of a bundled dataset too."
     if _registered(name):
-        if types: raise ValueError(f"types={types!r} applies to a CSV file only; dataset {name!r} has a fixed schema")
+        if sep not in (",", None): raise ValueError(f"sep={sep!r} applies to a CSV file only; dataset {name!r} is read by its loader")
         df = DATASETS[name](path)
-        return df, Schema.from_dataframe(df)
+        if not types: return df, Schema.from_dataframe(df)
+        types = parse_types(types)
+        schema = Schema.from_dataframe(df, types)  # unknown columns and impossible kinds fail here
+        for c in types:
+            if schema[c].is_categorical and not isinstance(df[c].dtype, pd.CategoricalDtype): df[c] = df[c].astype("category")
+        return df, Schema.from_dataframe(df, types)
     _check_file_name(name)
     return load_csv(name, types, sep=sep)
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 # %% auto #0
-__all__ = ['UnknownName', 'MissingExtra', 'Registry', 'parse_params']
+__all__ = ['EXTRA_MODULES', 'UnknownName', 'MissingExtra', 'Registry', 'parse_params']
 
 # %% ../../nbs/00_core/02_registry.ipynb #812a9a17
 class UnknownName(KeyError, ValueError):
@@ -20,6 +20,17 @@ class UnknownName(KeyError, ValueError):
 
 class MissingExtra(ImportError):
     "A registry entry whose optional dependency is not installed."
+
+EXTRA_MODULES = {"nn": ("torch",)}  # the modules a pip extra provides: an entry that needs the extra asks for them up front
+
+def _missing_module(extra) -> str | None:
+    "The first module of `extra` that cannot be imported, or None."
+    import importlib.util
+    for m in EXTRA_MODULES.get(extra, ()) if extra else ():
+        try: spec = importlib.util.find_spec(m)
+        except (ImportError, ValueError): spec = None
+        if spec is None: return m
+    return None
 
 def _signature_params(factory) -> dict:
     "Keyword parameters of a callable (a class: its `__init__`), name -> default; parameters without default are skipped."
@@ -76,6 +87,10 @@ class Registry(Mapping):
     def __getitem__(self, name):
         self._check(name)
         e = self._entries[name]
+        gone = _missing_module(e["extra"])
+        if gone:  # checked when the entry is asked for, not when its code first touches the dependency (after the work)
+            raise MissingExtra(f"{self.kind} {name!r} needs an optional dependency ({gone}); "
+                               f"install it with: pip install 'achilles[{e['extra']}]'")
         if isinstance(e["factory"], str):
             mod, attr = e["factory"].split(":")
             try: obj = getattr(importlib.import_module(mod), attr)

@@ -13,13 +13,13 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .runtime import atomic_write
+from .runtime import atomic_write, csv_bytes, file_mode
 from .validate import check_fraction
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'bootstrap_interval',
            'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'tpr_at_fpr', 'check_labels', 'RiskResult',
-           'plot_roc', 'StoreError', 'ResultsStore', 'read_results']
+           'plot_roc', 'StoreError', 'ResultsStore', 'ImportResult', 'read_results']
 
 # %% ../../nbs/00_core/05_results.ipynb #a87acca0
 _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -299,23 +299,49 @@ def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec=
 def _is_sqlite(path: Path) -> bool:
     with open(path, "rb") as f: return f.read(16) == b"SQLite format 3\x00"
 
+def _tables(path: Path) -> set:
+    "The table names of an SQLite file, read without writing anything (immutable read-only connection; a plain read-only one if that fails)."
+    import urllib.parse
+    uri = "file:" + urllib.parse.quote(str(Path(path).resolve()))
+    for flags in ("?mode=ro&immutable=1", "?mode=ro"):
+        try:
+            con = sqlite3.connect(uri + flags, uri=True)
+            try: return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            finally: con.close()
+        except sqlite3.DatabaseError as e: err = e
+    raise StoreError(f"results={str(path)!r} is an SQLite file that cannot be read ({err}); refusing to write into it")
+
+def _check_existing(p: Path) -> None:
+    "Refuse a file that is not an achilles store, reading it only: a refused file stays byte for byte as it was."
+    if p.stat().st_size == 0:
+        raise StoreError(f"results={str(p)!r} is an empty file, not an achilles results store; it is left as it is: "
+                         "remove it or choose another path")
+    if not _is_sqlite(p):
+        raise StoreError(f"results={str(p)!r} exists and is not an achilles results store (not SQLite); "
+                         "it is left as it is: choose another path")
+    tables = _tables(p)
+    if "meta" not in tables:
+        raise StoreError(f"results={str(p)!r} is an SQLite database but not an achilles results store "
+                         f"(it has tables {sorted(tables) or 'none'}); it is left as it is: choose another path")
+
 # %% ../../nbs/00_core/05_results.ipynb #cd11426a
 class ResultsStore:
     "Results of attacks, audits and metrics in one SQLite file, safe for concurrent writers, kill -9 and a full disk."
     def __init__(self,
                  path: str | Path,  # the store, e.g. "results/achilles.sqlite" (created if absent)
                  timeout: float = 60.0,  # seconds to wait for another writer's lock
+                 readonly: bool = False,  # only read: the store must exist, and nothing is ever written to it
                  ):
-        self.path, self.timeout = Path(path), float(timeout)
+        self.path, self.timeout, self.readonly = Path(path), float(timeout), bool(readonly)
         p = self.path
         if p.is_dir(): raise StoreError(f"results={str(p)!r} is a directory; pass a file such as {str(p / 'achilles.sqlite')!r}")
         if p.suffix.lower() == ".csv":
             raise StoreError(f"results={str(p)!r} is a CSV; the results store is SQLite now: pass a .sqlite path, and bring "
                              f"old rows in with `achilles results import {p}`")
         if p.exists():
-            if not _is_sqlite(p):
-                raise StoreError(f"results={str(p)!r} exists and is not an achilles results store (not SQLite); "
-                                 "refusing to write into it: choose another path")
+            _check_existing(p)  # before any connection that could write
+            if readonly: return
+        elif readonly: raise StoreError(f"results={str(p)!r} does not exist")
         else:
             parent = p.parent if str(p.parent) else Path(".")
             if parent.exists() and not parent.is_dir():
@@ -325,6 +351,7 @@ class ResultsStore:
             if not os.access(parent, os.W_OK):
                 raise StoreError(f"results={str(p)!r}: the folder {str(parent)!r} is not writable")
             self._create()
+            return
         self._init()
 
 # %% ../../nbs/00_core/05_results.ipynb #f253c2da
@@ -344,6 +371,7 @@ def _create(self: ResultsStore):
     try:
         os.unlink(tmp); self._init()
         con = self._connect(); con.execute("PRAGMA wal_checkpoint(TRUNCATE)"); con.close()
+        os.chmod(tmp, file_mode())  # the permissions of any file the user writes (SQLite gives -wal and -shm the same)
         try: os.link(tmp, final)
         except FileExistsError: pass  # created by another process meanwhile: use theirs
     finally:
@@ -358,10 +386,6 @@ def _init(self: ResultsStore):
         try:
             if con.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
                 raise StoreError(f"results={str(self.path)!r}: SQLite could not switch to WAL mode")
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and "meta" not in tables:
-                raise StoreError(f"results={str(self.path)!r} is an SQLite database but not an achilles results store "
-                                 f"(it has tables {sorted(tables)}); refusing to write into it")
             con.execute("BEGIN IMMEDIATE")
             con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             con.execute("CREATE TABLE IF NOT EXISTS results (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
@@ -387,6 +411,10 @@ def _jsonable(v):
     return v
 
 @patch
+def _check_writable(self: ResultsStore):
+    if self.readonly: raise StoreError(f"results={str(self.path)!r} was opened read-only; nothing can be written to it")
+
+@patch
 def append(self: ResultsStore,
            kind: str,  # "attack", "audit" or "metric"
            run_id: str,  # hash of what determines the result
@@ -395,6 +423,7 @@ def append(self: ResultsStore,
            ) -> bool:
     "Store one row in one transaction; False if `(kind, run_id, item)` was already there (then nothing is written)."
     if kind not in KINDS: raise ValueError(f"kind={kind!r} is not allowed; choose one of {KINDS}")
+    self._check_writable()
     row = {k: _jsonable(v) for k, v in row.items()}
     cols = [row.get(c) if c != "generator_params" or isinstance(row.get(c), (str, type(None)))
             else json.dumps(row.get(c), sort_keys=True) for c in _COLUMNS]
@@ -457,17 +486,19 @@ def export(self: ResultsStore,
            path: str | Path,  # the .csv (or .parquet) file to write
            kind: str | None = None,  # only rows of this kind
            force: bool = False,  # overwrite an existing file
+           raw: bool = False,  # CSV: write text cells as they are (default: formula-like cells get a leading ', see `csv_bytes`)
            ) -> int:
     "Write the rows as one flat table; returns the number of rows."
     path = Path(path)
     if path.exists() and not force: raise FileExistsError(f"{str(path)!r} exists; pass force=True (--force) to overwrite it")
-    if path.resolve() == self.path.resolve(): raise ValueError(f"cannot export the store {str(path)!r} onto itself")
+    from achilles.core.runtime import same_file
+    if same_file(path, self.path): raise ValueError(f"cannot export the store {str(path)!r} onto itself")
     t = self.read(kind)
     if path.suffix.lower() == ".parquet":
         try: import pyarrow  # noqa: F401
         except ImportError as e: raise ImportError("Parquet export needs pyarrow: pip install pyarrow") from e
         buf = io.BytesIO(); t.to_parquet(buf, index=False); atomic_write(path, buf.getvalue())
-    else: atomic_write(path, t.to_csv(index=False).encode())
+    else: atomic_write(path, csv_bytes(t, raw=raw))
     return len(t)
 
 @patch
@@ -484,19 +515,40 @@ def summary(self: ResultsStore) -> pd.DataFrame:
     return out.reset_index()
 
 # %% ../../nbs/00_core/05_results.ipynb #5ac897a8
+class ImportResult(int):
+    "Rows an import added (an int), with `already` (rows that were in the store before) and `previous` (an earlier import of the same bytes: path and time)."
+    already: int = 0
+    previous: tuple | None = None
+
+    def message(self, path) -> str:
+        "One line saying what happened."
+        if self.previous is not None:
+            return (f"{str(path)!r}: the same content was imported on {self.previous[1]} (from {self.previous[0]!r}); "
+                    "nothing new")
+        rows = lambda k: f"{k:,} row{'s' * (k != 1)}"
+        if int(self) == 0:
+            return f"{str(path)!r}: " + (f"all {rows(self.already)} were" if self.already != 1 else "its 1 row was") + " already in the store; nothing new"
+        return f"{str(path)!r}: {rows(int(self))} imported" + (f" ({rows(self.already)} already in the store)" if self.already else "")
+
+def _import_result(added: int, already: int = 0, previous=None) -> ImportResult:
+    r = ImportResult(added); r.already, r.previous = int(already), previous
+    return r
+
 @patch
-def _insert_many(self: ResultsStore, kind: str, rows: list, source: tuple | None = None) -> int:
-    "Insert (run_id, item, row) triples in ONE transaction (all or nothing); `source` = (sha256, path) is recorded."
+def _insert_many(self: ResultsStore, kind, rows: list, source: tuple | None = None) -> int:
+    "Insert (run_id, item, row) triples (or (kind, run_id, item, row) with kind=None) in ONE transaction (all or nothing); `source` = (sha256, path) is recorded."
+    self._check_writable()
     try:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE"); n = 0
-            for run_id, item, row in rows:
-                row = {k: _jsonable(v) for k, v in row.items()}
+            for r in rows:
+                k, run_id, item, row = (kind, *r) if kind is not None else r
+                row = {key: _jsonable(v) for key, v in row.items()}
                 cols = [None if row.get(c) is None else str(row.get(c)) for c in _COLUMNS]
                 n += con.execute("INSERT OR IGNORE INTO results (kind, run_id, item, created, achilles_version, "
                                  + ", ".join(_COLUMNS) + ", row) VALUES (?, ?, ?, ?, ?, " + ", ".join("?" * len(_COLUMNS))
-                                 + ", ?)", (kind, str(run_id), str(item), _now(), row.get("achilles_version"), *cols,
+                                 + ", ?)", (k, str(run_id), str(item), _now(), row.get("achilles_version"), *cols,
                                             json.dumps(row, default=str))).rowcount
             if source: con.execute("INSERT OR IGNORE INTO imports VALUES (?, ?, ?, ?)", (source[0], source[1], n, _now()))
             con.execute("COMMIT"); return n
@@ -507,39 +559,79 @@ def _insert_many(self: ResultsStore, kind: str, rows: list, source: tuple | None
     except sqlite3.OperationalError as e:
         raise StoreError(f"could not write to the results store {str(self.path)!r}: {e}; nothing of this import was written") from e
 
+_EXPORT_KEYS = ("kind", "run_id", "item")  # the columns `export` adds to every row: such a file is our own export
+_ESCAPED = ("'=", "'+", "'-", "'@", "'\t", "'\r")
+
+def _unescape(v):
+    "Undo `csv_bytes`' formula escaping of a cell."
+    return v[1:] if isinstance(v, str) and v.startswith(_ESCAPED) else v
+
+def _whole_numbers(t: pd.DataFrame) -> pd.DataFrame:
+    "Columns of whole numbers with gaps (read as float because of the empty cells) back to integers: a record id stays 7, not 7.0."
+    for c in t.columns:
+        v = t[c]
+        if pd.api.types.is_float_dtype(v) and v.isna().any() and v.notna().any() and (v.dropna() % 1 == 0).all():
+            t[c] = v.astype("Int64")
+    return t
+
+def _binary_kind(data: bytes) -> str | None:
+    "What a file that is not a text CSV is ('an SQLite database', 'binary data'), or None for text."
+    if data.startswith(b"SQLite format 3\x00"): return "an SQLite database (to combine stores, export one with `achilles results export --csv`)"
+    if b"\x00" in data[:65536]: return "binary data"
+    try: data.decode("utf-8")
+    except UnicodeDecodeError as e: return f"not UTF-8 text (byte {e.start})"
+    return None
+
 @patch
 def import_csv(self: ResultsStore,
-               path: str | Path,  # an old CSV results file (one row per record, with run_id and record_id)
-               kind: str = "attack",
-               ) -> int:
-    "Bring an old CSV's rows in, once and all together; returns the rows added (0 if this file was imported before)."
+               path: str | Path,  # a CSV of results: an old results.csv (run_id, record_id), or a file `export` wrote
+               kind: str = "attack",  # the kind of an old results.csv's rows (an export names each row's kind)
+               ) -> ImportResult:
+    "Bring a CSV's rows in, once and all together; returns the rows added (an `ImportResult`: an int that also says why it may be 0)."
     import hashlib, warnings
+    self._check_writable()
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"{str(path)!r} is not a file")
     data = path.read_bytes(); sha = hashlib.sha256(data).hexdigest()
-    if self._query("SELECT 1 FROM imports WHERE sha256=?", (sha,)): return 0
+    prev = self._query("SELECT path, at FROM imports WHERE sha256=?", (sha,))
+    if prev: return _import_result(0, previous=tuple(prev[0]))
     if not data.strip(): raise ValueError(f"{str(path)!r} is empty; there is nothing to import")
+    what = _binary_kind(data)
+    if what: raise ValueError(f"{str(path)!r} is not a CSV text file: it holds {what}")
     if not data.endswith(b"\n"):
         raise ValueError(f"{str(path)!r}: the last line has no end of line, so it was cut off while being written; "
                          "delete that line (its record will be recomputed) and import again")
-    try: t = pd.read_csv(io.BytesIO(data))
+    try: t = _whole_numbers(pd.read_csv(io.BytesIO(data)))
     except (pd.errors.ParserError, UnicodeDecodeError) as e: raise ValueError(f"{str(path)!r} is not a readable CSV: {e}") from e
-    missing = [c for c in ("run_id", "record_id") if c not in t]
-    if missing: raise ValueError(f"{str(path)!r} is not an achilles results file: it has no column(s) {missing}")
-    bad = t.index[t["run_id"].isna() | t["record_id"].isna()]
-    if len(bad): raise ValueError(f"{str(path)!r}: data line(s) {[int(i) + 2 for i in bad[:5]]} have no run_id or record_id (damaged)")
-    dup = t.duplicated(["run_id", "record_id"], keep="first")
+    t.columns = [_unescape(c) for c in t.columns]
+    export = all(c in t for c in _EXPORT_KEYS)
+    keys = list(_EXPORT_KEYS) if export else ["run_id", "record_id"]
+    missing = [c for c in keys if c not in t]
+    if missing: raise ValueError(f"{str(path)!r} is not an achilles results file: it has no column(s) {missing} "
+                                 "(an old results.csv has run_id and record_id; a file from `results export` has kind, run_id and item)")
+    bad = t.index[t[keys].isna().any(axis=1)]
+    if len(bad): raise ValueError(f"{str(path)!r}: data line(s) {[int(i) + 2 for i in bad[:5]]} have no {' or '.join(keys)} (damaged)")
+    if export:
+        bad = sorted(set(t["kind"].astype(str)) - set(KINDS))
+        if bad: raise ValueError(f"{str(path)!r}: column 'kind' holds {bad}; a results export holds only {KINDS}")
+    dup = t.duplicated(keys, keep="first")
     if dup.any():
         same = t.duplicated(keep="first")
         if (dup & ~same).any():
             rows = [int(i) + 2 for i in t.index[dup & ~same][:5]]
-            raise ValueError(f"{str(path)!r}: line(s) {rows} repeat a (run_id, record_id) with different values; "
+            raise ValueError(f"{str(path)!r}: line(s) {rows} repeat a ({', '.join(keys)}) with different values; "
                              "the file is inconsistent, so nothing was imported")
         warnings.warn(f"{str(path)!r}: {int(dup.sum())} duplicated row(s) were kept once", stacklevel=2)
         t = t[~dup]
-    rows = [(r["run_id"], int(r["record_id"]), {k: (None if pd.isna(v) else v) for k, v in r.items()})
-            for r in t.to_dict("records")]
-    return self._insert_many(kind, rows, source=(sha, str(path)))
+    clean = lambda r, skip=(): {k: _unescape(v.item() if hasattr(v, "item") else v) for k, v in r.items()
+                                if k not in skip and not pd.isna(v)}
+    if export:
+        rows = [(_unescape(r["kind"]), _unescape(r["run_id"]), _unescape(str(r["item"])), clean(r, ("kind", "item", "created")))
+                for r in t.to_dict("records")]
+    else:
+        rows = [(kind, _unescape(r["run_id"]), int(r["record_id"]), clean(r)) for r in t.to_dict("records")]
+    added = self._insert_many(None, rows, source=(sha, str(path)))
+    return _import_result(added, already=len(rows) - added)
 
 # %% ../../nbs/00_core/05_results.ipynb #b41ed738
 def read_results(path: str | Path,  # a results store (.sqlite), or an old CSV results file (read only)
@@ -549,4 +641,4 @@ def read_results(path: str | Path,  # a results store (.sqlite), or an old CSV r
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0: return pd.DataFrame()
     if path.suffix.lower() == ".csv": return pd.read_csv(path)
-    return ResultsStore(path).read(kind)
+    return ResultsStore(path, readonly=True).read(kind)

@@ -4,30 +4,154 @@
 
 # %% ../../nbs/00_core/03_runtime.ipynb #9ec3ec97
 from __future__ import annotations
-import contextlib, os, sys, tempfile
+import contextlib, errno, os, re, sys, tempfile, threading
 from pathlib import Path
 
 from .validate import check_n_jobs, resolve_n_jobs
 
 # %% auto #0
-__all__ = ['atomic_write', 'limit_threads', 'one_core', 'progress']
+__all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'same_file', 'is_within',
+           'check_writable', 'available_memory', 'check_memory', 'escape_controls', 'spreadsheet_safe', 'csv_bytes',
+           'limit_threads', 'one_core', 'progress', 'ignore_sigint']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
+class WriteError(OSError):
+    "Writing a file failed: the message names the file and the reason (a full disk, no permission, a read-only file system)."
+    def __str__(self): return str(self.strerror)
+
+_UMASK_LOCK = threading.Lock()
+
+def current_umask() -> int:
+    "The process's umask, read without changing it where the system allows (Linux), else set and restored under a lock."
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"): return int(line.split()[1], 8)
+    except OSError: pass
+    with _UMASK_LOCK:
+        m = os.umask(0o022); os.umask(m)
+    return m
+
+def file_mode(path: str | Path | None = None,  # a file about to be replaced (None: a new file)
+              ) -> int:
+    "Permission bits for a file we write: an existing file keeps its own; a new one gets 0o666 less the umask."
+    if path is not None:
+        try: return os.stat(path).st_mode & 0o7777
+        except (FileNotFoundError, NotADirectoryError): pass
+    return 0o666 & ~current_umask()
+
+def _write_error(path, e: OSError, doing: str = "write") -> WriteError:
+    why = e.strerror or str(e)
+    if e.errno == errno.ENOSPC: why = "the disk is full (no space left on device)"
+    return WriteError(e.errno, f"could not {doing} {str(path)!r}: {why}")
+
 def atomic_write(path: str | Path,  # destination
                  data: bytes,  # full contents
+                 mode: int | None = None,  # permission bits (default: `file_mode(path)`: kept on replace, else from the umask)
                  ) -> Path:
-    "Write `data` to `path` atomically (temporary file + `os.replace`)."
+    "Write `data` to `path` atomically (temporary file + `os.replace`), with the permissions of `file_mode`."
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    mode = file_mode(path) if mode is None else mode
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e: raise _write_error(path, e) from e
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data); f.flush(); os.fsync(f.fileno())
+            f.write(data); f.flush(); os.fchmod(f.fileno(), mode); os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp): os.unlink(tmp)
+        if isinstance(e, OSError) and not isinstance(e, WriteError): raise _write_error(path, e) from e
         raise
     return path
+
+# %% ../../nbs/00_core/03_runtime.ipynb #8a84a3f3
+def same_file(a: str | Path, b: str | Path) -> bool:
+    "Whether `a` and `b` are (or would be) the same file: same inode, or the same resolved path up to case."
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists(): return os.path.samefile(a, b)
+    except OSError: pass
+    ra, rb = a.resolve(), b.resolve()
+    return ra == rb or str(ra).casefold() == str(rb).casefold()
+
+def is_within(path: str | Path, folder: str | Path) -> bool:
+    "Whether `path` lies inside `folder` (resolved; case-insensitive, as `same_file`)."
+    p, f = str(Path(path).resolve()).casefold(), str(Path(folder).resolve()).casefold()
+    return p.startswith(f.rstrip(os.sep) + os.sep)
+
+def check_writable(path: str | Path,  # a file a command is about to write
+                   what: str = "path",  # the argument's name, for the message
+                   ) -> Path:
+    "`path` as a `Path` if a file can be created there (no folder, nothing under a regular file, a writable place), else a one-line error."
+    p = Path(path)
+    if p.is_dir(): raise IsADirectoryError(f"{what}={str(p)!r} is a folder; pass a file name")
+    anc = p.parent if str(p.parent) else Path(".")
+    while not anc.exists() and anc != anc.parent: anc = anc.parent
+    if not anc.is_dir():
+        raise NotADirectoryError(f"{what}={str(p)!r}: {str(anc)!r} is a file, not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=anc, prefix=".achilles-probe-")
+        os.close(fd); os.unlink(tmp)
+    except OSError as e:
+        raise WriteError(e.errno, f"{what}={str(p)!r}: no file can be created in {str(anc)!r} ({e.strerror})") from e
+    return p
+
+# %% ../../nbs/00_core/03_runtime.ipynb #0f6151d6
+def available_memory() -> int | None:
+    "Bytes of memory available to a new allocation (Linux `MemAvailable`, else physical pages); None if unknown."
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"): return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError): pass
+    try: return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError): return None
+
+def _size(b: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if b < 1024 or unit == "PB": return f"{b:,.0f} {unit}" if unit == "bytes" else f"{b:,.1f} {unit}"
+        b /= 1024
+
+def check_memory(what: str,  # what needs the memory, naming the argument and its value (e.g. "k=45000 (a 45,222 x 45,000 table)")
+                 nbytes: float,  # the estimate, in bytes
+                 hint: str = "",  # what to do instead
+                 ) -> None:
+    "A `MemoryError` with one line (the size needed and the size available) if `nbytes` exceeds the available memory."
+    avail = available_memory()
+    if avail is not None and nbytes > avail:
+        raise MemoryError(f"{what} needs about {_size(nbytes)} of memory, more than the {_size(avail)} available"
+                          + (f"; {hint}" if hint else ""))
+
+# %% ../../nbs/00_core/03_runtime.ipynb #d419261c
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+def escape_controls(text) -> str:
+    "`text` with every control character (except newline and tab) shown as an escape, e.g. ESC as `\\x1b`."
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+def spreadsheet_safe(df):
+    "A copy of `df` in which every text cell (and column name) that a spreadsheet would run as a formula starts with `'`."
+    import pandas as pd
+    esc = lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v
+    out = df.copy()
+    for c in out.columns:
+        s = out[c]
+        if isinstance(s.dtype, pd.CategoricalDtype): s = s.astype(object)
+        if s.dtype == object or pd.api.types.is_string_dtype(s.dtype): out[c] = s.map(esc)
+    out.columns = [esc(c) for c in out.columns]
+    if out.index.dtype == object: out.index = out.index.map(esc)
+    return out
+
+def csv_bytes(df,  # the table
+              raw: bool = False,  # True: write every cell as it is (no formula escaping)
+              index: bool = False,  # write the index as the first column
+              ) -> bytes:
+    "`df` as CSV bytes (UTF-8), formula-like text cells escaped as OWASP advises unless `raw`."
+    return (df if raw else spreadsheet_safe(df)).to_csv(index=index).encode("utf-8")
 
 # %% ../../nbs/00_core/03_runtime.ipynb #c869b791
 _THREAD_POOLS = ("numba", "blas", "torch")
@@ -79,3 +203,8 @@ def progress(iterable=None,  # what to iterate over (None: a manual bar; call `.
     "A `tqdm.auto` progress bar, disabled when `verbose` is False."
     from tqdm.auto import tqdm
     return tqdm(iterable, total=total, desc=desc, disable=not verbose, leave=kw.pop("leave", False), **kw)
+
+def ignore_sigint() -> None:
+    "Ignore SIGINT in this process: the initializer of parallel workers, whose Ctrl-C is their parent's to handle (it stops them)."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

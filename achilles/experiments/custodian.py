@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..core.data import Schema, dataset_label, load_dataset
+from ..core.data import Schema, dataset_label, load_dataset, sanity_check
 from ..core.rng import int_seed, seed_child, seed_root
 from ..core.runtime import atomic_write
 from ..core.validate import check_bool, check_int, check_n_jobs
@@ -135,6 +135,7 @@ _CSS = """
 .achilles-report th{background:#eef2f8}
 .achilles-report .lead{font-size:1.05em;background:#f6f8fb;border-left:4px solid #4a7ab5;padding:.5em .8em}
 .achilles-report .note{color:#555;font-size:.9em}
+.achilles-report .warn{background:#fff4e5;border-left:4px solid #d08c00;padding:.5em .8em;margin:.6em 0}
 .achilles-report img{max-width:100%}
 """
 
@@ -201,12 +202,18 @@ class CustodianReport:
         if p.is_dir(): raise IsADirectoryError(f"path={str(p)!r} is a folder; pass a file name")
         if p.exists() and not force:
             raise FileExistsError(f"path={str(p)!r} exists; the report does not overwrite it unless force=True")
-        atomic_write(p, self.to_html().encode("utf-8"))
-        mask = os.umask(0); os.umask(mask)
-        p.chmod(0o666 & ~mask)  # readable as any file the user writes (the temporary file behind the atomic write is private)
+        atomic_write(p, self.to_html().encode("utf-8"))  # a new page gets the umask's permissions, a replaced one keeps its own
         return p
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #f0d77bee
+def _data_warnings(c: dict) -> str:
+    "The data's sanity problems (an ID column, a constant column, …) in a box at the top of the page: they can make every number below meaningless."
+    w = c.get("data_warnings") or []
+    if not w: return ""
+    items = "".join(f"<li>{_esc(m)}</li>" for m in w)
+    return (f"<div class='warn'><b>Warnings about the data</b> ({len(w)}): read the results below with these in mind."
+            f"<ul>{items}</ul></div>")
+
 def _strongest(rows: pd.DataFrame, attacks) -> list:
     "For each row, the attack family with the highest AUC (where the risk comes from)."
     cols = [f"auc_{a}" for a in attacks if f"auc_{a}" in rows.columns]
@@ -215,7 +222,7 @@ def _strongest(rows: pd.DataFrame, attacks) -> list:
 
 def _how(c: dict) -> str:
     gp = c.get("generator_params") or {}
-    return (f"<section id='how'><h2>{SECTIONS[0]}</h2>"
+    return (f"<section id='how'><h2>{SECTIONS[0]}</h2>{_data_warnings(c)}"
             f"<p>The data ({_esc(c['dataset'])}, {c['n_population']:,} records) was treated as a population. "
             f"{c['records']} of its records, drawn at random, were audited: each was put into about half of "
             f"{c['n_datasets']:,} training sets of {c['dataset_size']:,} records (the rest of each set drawn from the other records), "
@@ -324,6 +331,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     remedy_top = check_int("remedy_top", remedy_top, lo=1)
     if 2 * remedy_top > records: raise ValueError(f"remedy_top={remedy_top} needs records >= {2 * remedy_top} (the removed ones and the next ones); got records={records}")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
+    data_warnings = sanity_check(df, schema)  # stated on the page, not only on a terminal the reader never saw
     root, times = seed_root(rng), {}
     kw = dict(n_datasets=n_datasets, dataset_size=dataset_size, generator_params=params, schema=schema, store=store,
               cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
@@ -375,7 +383,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     times["remedies"] = time.perf_counter() - t; say(f"remedies done in {times['remedies']:.1f} s")
 
     times["total"] = time.perf_counter() - t0
-    config = dict(dataset=label, n_population=len(df), generator=generator, generator_params=params, records=records,
+    config = dict(dataset=label, data_warnings=data_warnings, n_population=len(df), generator=generator, generator_params=params, records=records,
                   n_datasets=int(n_datasets), dataset_size=dataset_size, attacks=list(rows.attrs["config"]["attacks"]),
                   n_queries=int(rows.attrs["config"]["n_queries"]), classifier=rows.attrs["config"]["classifier"],
                   folds=int(rows.attrs["config"]["folds"]), n_control=len(control), top=top, remedy_top=remedy_top,

@@ -41,11 +41,17 @@ class Split:
     def sizes(self) -> dict: return {p: len(getattr(self, p)) for p in SPLIT_PARTS}
 
 def default_sizes(n_rows: int,  # rows of the real table
-                  n_train: int = 10_000,  # the largest training set wanted
+                  n_train: int | None = None,  # the training set wanted (None: 10,000, or 2/9 of the rows if fewer)
                   ) -> dict:
-    "train = control = release = min(n_train, 2/9 of the rows); validation = reference = half that (the whole split fits in the table)."
-    t = min(check_int("n_train", n_train, lo=1), (2 * check_int("n_rows", n_rows, lo=0)) // 9)
-    if t < 10: raise ValueError(f"a table of {n_rows} rows is too small for the risk benchmark (it needs at least 45)")
+    "train = control = release = n_train; validation = reference = half that; an n_train the table cannot hold is an error."
+    cap = (2 * check_int("n_rows", n_rows, lo=0)) // 9
+    if cap < 10: raise ValueError(f"a table of {n_rows} rows is too small for the risk benchmark (it needs at least 45)")
+    if n_train is None: t = min(10_000, cap)
+    else:
+        t = check_int("n_train", n_train, lo=10)
+        if t > cap:
+            raise ValueError(f"n_train={t:,} needs {t * 9 // 2:,} rows (train, control and release of n_train each, validation "
+                             f"and reference of half); the table has {n_rows:,}, which hold at most n_train={cap:,}")
     return dict(train=t, control=t, release=t, validation=t // 2, reference=t // 2)
 
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #b3ae0cbe
@@ -564,7 +570,7 @@ def run_riskbench(dataset="adult",  # "adult", "census", a CSV path, or a DataFr
                   levels=None,  # the levels to sweep (default: the model's, as in the paper)
                   metrics=None,  # metric specs (see `metric_specs`; default: every metric; canary: the three AIAs)
                   replicates: int = 1,  # independent splits (and generator seeds)
-                  n_train: int = 10_000,  # |D_t| (see `default_sizes`)
+                  n_train: int | None = None,  # |D_t| (None: 10,000 or what the table holds; see `default_sizes`)
                   sizes: dict | None = None,  # explicit part sizes instead
                   secret: str | None = None,  # the attribute the inference attacks target (default: each metric's)
                   model_params: dict | None = None,  # the risk model's own parameters (e.g. overfit=1.6 for outliers)

@@ -106,6 +106,17 @@ def attack_record(game, schema, attack: str = "query", rng: RNGLike = None, jobs
                      seconds_classifier=(t2 - t0) - timer["features"])
 
 # %% ../../nbs/40_experiments/40_runner.ipynb #6a660564
+def _check_pools(name: str, n: int, size: int, n_aux: int, n_test_pool: int) -> None:
+    "A one-line error saying how many records a game of this dataset_size needs, and the largest dataset_size these data allow."
+    if min(n_aux, n_test_pool) >= size: return
+    need = n
+    while min(pool_sizes(name, need)[:2]) < size: need += max(1, size // 10)
+    while need > n + 1 and min(pool_sizes(name, need - 1)[:2]) >= size: need -= 1
+    raise ValueError(f"the data has {n:,} records, too few for datasets of dataset_size={size:,}: the game draws its training sets "
+                     f"from an auxiliary pool ({n_aux:,} records here) and its test sets from a second pool ({n_test_pool:,}), and "
+                     f"each must hold a whole dataset; pass dataset_size={min(n_aux, n_test_pool):,} or less (--dataset-size), or "
+                     f"use at least {need:,} records")
+
 def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV path
                           generator: str = "baynet",  # a name in `achilles.generators.GENERATORS`
                           selector: str = "distance",  # a name in `achilles.selectors.SELECTORS`
@@ -116,8 +127,8 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
                           n_test: int | None = None,  # override the profile's test datasets per record
                           jobs: int | None = 1,  # parallel workers (generation; classifier threads)
                           rng: RNGLike = 0,  # seed of the run (an int is recorded in every row)
-                          results_path: str | Path | None = "results/achilles.sqlite",  # results store (SQLite); None: do not store
-                          cache_dir: str | Path | None = ".achilles_cache",  # synthetic dataset cache; None: no cache
+                          results_path: str | Path | None = "results/achilles.sqlite",  # results store (SQLite); None or '': do not store
+                          cache_dir: str | Path | None = ".achilles_cache",  # synthetic dataset cache; None or '': no cache
                           share_out: bool = False,  # share OUT datasets between the run's records
                           generator_params: dict | None = None,  # generator hyperparameters
                           verbose: bool = True,  # header line and progress bars
@@ -137,6 +148,7 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
     from achilles.generators import make_generator
     make_generator(generator, schema, **(generator_params or {}))._check_params()  # bad hyperparameters fail now, not in a worker
     n_aux, n_test_pool, paper_pools = pool_sizes(name, len(df))
+    _check_pools(name, len(df), prof.dataset_size, n_aux, n_test_pool)
     scale = "paper" if (paper_counts and paper_pools) else "reduced"
     tm = ThreatModel(df, schema, generator=generator, generator_params=generator_params, dataset_size=prof.dataset_size,
                      n_aux=n_aux, n_test_pool=n_test_pool, n_shadow=prof.n_shadow, n_test=prof.n_test, name=name)
@@ -152,10 +164,10 @@ def run_attack_experiment(dataset: str = "adult",  # "adult", "census" or a CSV 
                   n_test=tm.n_test, share_out=bool(share_out), seed=seed, achilles_version=__version__)
     if share_out: config["shared_exclude"] = ids  # the shared D_aux depends on the whole set of targets
     run_id = _run_id(config)
-    store = ResultsStore(results_path) if results_path is not None else None  # opened (and checked) before any work
+    store = ResultsStore(results_path) if results_path not in (None, "") else None  # opened (and checked) before any work
     done_ids = {int(i) for i in store.items("attack", run_id)} if store is not None else set()
     todo = [i for i in ids if i not in done_ids]
-    cache = as_cache(cache_dir)
+    cache = as_cache(cache_dir or None)
     if share_out and cache is None: cache = DatasetCache(None)  # sharing goes through the cache: keep it in memory
     if verbose:
         tag = "PAPER scale (Table 1)" if scale == "paper" else "REDUCED scale (not the paper's sizes)"

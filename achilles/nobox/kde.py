@@ -174,6 +174,7 @@ class KDEMembershipAttack(PrivacyMetric):
     "Pathak & Jana's KDE membership attack (Eq. 1): true-distribution or realistic; value max(0, 2·AUC − 1)."
     name = "kde_membership"
     needs_control = True
+    tables = ("train", "synthetic", "holdout")  # the control set is the paper's holdout (non-members)
     def __init__(self,
                  variant: str = "true",  # "true" (labels known) or "realistic" (groups from a distance percentile)
                  threshold: float | None = None,  # realistic: percentile in (0, 100); None: sweep 10..90, report the best F1

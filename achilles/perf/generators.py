@@ -180,6 +180,8 @@ def bench_generators(n_train: int = 1000,  # training records
                      adapters: bool = True,  # also time the other libraries' generators whose environments are set
                      ) -> dict:
     "Time fit + sample of each generator (one core) against DataSynthesizer, and shadow-fitting throughput with joblib."
+    from achilles.core.validate import check_int
+    repeats, baseline_repeats = check_int("repeats", repeats, lo=1), check_int("baseline_repeats", baseline_repeats, lo=1)
     if verbose: print(machine_line())
     if n is not None: n_train = n_sample = n
     if dataset is not None: datasets = (dataset,)

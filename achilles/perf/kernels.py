@@ -111,6 +111,7 @@ def bench_queries(n: int = 1000,  # records per synthetic dataset
                   verbose: bool = True,
                   ) -> dict:
     "Time all-2^F counting-query features of one dataset (one core) against a vectorised numpy count; print times and ratio."
+    repeats, batch = check_int("repeats", repeats, lo=1), check_int("batch", batch, lo=1)
     if verbose: print(machine_line())
     df, schema = load_dataset(dataset, path)
     if not 1 <= n_features <= min(len(schema), ZETA_MAX_FEATURES):
@@ -126,7 +127,7 @@ def bench_queries(n: int = 1000,  # records per synthetic dataset
     with limit_threads(1, "numba"):
         ours = query_features(enc, t, schema)  # warm-up (compiles or loads the cache)
         times = []
-        for _ in range(max(1, repeats)):
+        for _ in range(repeats):
             t0 = time.perf_counter(); query_features(enc, t, schema); times.append(time.perf_counter() - t0)
         t0 = time.perf_counter(); query_features(synth_df, df.iloc[[rows[0]]], schema); t_df = time.perf_counter() - t0
     kernel_s = float(np.median(times))
