@@ -329,7 +329,9 @@ def cmd_list(args) -> int:
     t = reg.describe()
     if not len(t):
         print(f"no {args.what} registered yet"); return 0
-    cols = ["name", "summary"] + (["parameters"] if args.parameters else []) + (["extra"] if (t["extra"] != "").any() else [])
+    t = t.fillna({c: "" for c in ("family", "peer") if c in t})  # metrics: their family, and whose figure a peer's metric reports
+    cols = (["name"] + [c for c in ("family", "peer") if c in t] + ["summary"] + (["parameters"] if args.parameters else [])
+            + (["extra"] if (t["extra"] != "").any() else []))
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(t[cols].to_string(index=False))
     return 0
