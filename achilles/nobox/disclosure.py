@@ -12,6 +12,7 @@ import pandas as pd
 from ..core.base import PrivacyMetric
 from ..core.data import Schema
 from ..core.results import RiskResult
+from ..core.runtime import limit_threads
 from ..core.validate import check_int, check_n_jobs
 from ..neighbours import NeighbourData, count_matches, count_within, nearest
 from .distance_metrics import peer_risk, random_release
@@ -146,6 +147,7 @@ def _features(df: pd.DataFrame, schema: Schema, columns: list) -> np.ndarray:
 def cluster_labels(fit_on: np.ndarray,  # features the k-means are fitted on
                    predict: np.ndarray | None = None,  # features to label (None: fit_on itself)
                    n_clusters=_N_CLUSTERS,  # synthcity's clusterings
+                   n_jobs: int | None = 1,  # threads of scikit-learn's k-means (OpenMP; 1: steady on a shared machine)
                    ) -> np.ndarray:
     "Labels [n, settings] of synthcity's k-means (k-means++, random_state=0) for each n_clusters with n / n_clusters >= 10."
     from sklearn.cluster import KMeans
@@ -153,8 +155,9 @@ def cluster_labels(fit_on: np.ndarray,  # features the k-means are fitted on
     out = []
     for k in n_clusters:
         if len(fit_on) / k < 10: continue
-        m = KMeans(n_clusters=k, init="k-means++", random_state=0, n_init=1).fit(fit_on)
-        out.append(m.labels_ if predict is None else m.predict(predict))
+        with limit_threads(n_jobs, "blas"):
+            m = KMeans(n_clusters=k, init="k-means++", random_state=0, n_init=1).fit(fit_on)
+            out.append(m.labels_ if predict is None else m.predict(predict))
     return np.array(out, dtype=np.int64).T.reshape(len(X), len(out))
 
 def k_anonymity(labels) -> float:

@@ -19,8 +19,9 @@ from ..core.validate import check_float, check_int, check_n_jobs
 from ..neighbours import NeighbourData, nearest
 
 # %% auto #0
-__all__ = ['peer_risk', 'ranged_schema', 'random_release', 'NNDR', 'NNAA', 'hits', 'HittingRate', 'weighted_nearest',
-           'EpsilonIdentifiability', 'weighted_gower_data', 'DCRBaselineProtection', 'DCROverfittingProtection']
+__all__ = ['peer_risk', 'ranged_schema', 'random_release', 'NNDR', 'NNAA', 'hits', 'HittingRate', 'syntheval_weights',
+           'weighted_nearest', 'EpsilonIdentifiability', 'weighted_gower_data', 'DCRBaselineProtection',
+           'DCROverfittingProtection']
 
 # %% ../../nbs/35_nobox/07_distance_metrics.ipynb #74efe566
 def peer_risk(name: str,  # the result's name
@@ -262,6 +263,11 @@ def _entropy_weights(real: NeighbourData) -> tuple:
     wk = np.array([1 / (H(np.round(real.cont[i])) + 1e-16) for i in range(real.cont.shape[0])])
     return wc, wk
 
+def syntheval_weights(real: NeighbourData) -> tuple:
+    "The weights SynthEval's distance applies: the categorical ones rescaled to sum to C (scipy's weighted Hamming x C)."
+    wc, wk = _entropy_weights(real)
+    return (wc * len(wc) / wc.sum() if len(wc) else wc), wk
+
 # %% ../../nbs/35_nobox/07_distance_metrics.ipynb #8fd94924
 @njit(cache=True, parallel=True)
 def _weighted_nn_kernel(qcat, qcont, qid,  # queries: codes [C, nq], weighted numbers [D, nq] (row 0: the heaviest), ids
@@ -341,11 +347,11 @@ class EpsilonIdentifiability(_PeerDistance):
         "Per real record: 1.0 where its nearest synthetic record is strictly closer than its nearest other real record."
         if real.n < 2: raise ValueError(f"epsilon_identifiability needs at least 2 real records, got {real.n}")
         if self.variant == "syntheval" and real.cont.shape[0]:
-            wc, wk = _entropy_weights(real)
+            wc, wk = syntheval_weights(real)
             inner = weighted_nearest(real, real, wc, wk, exclude_self=True, n_jobs=self.n_jobs)
             return (weighted_nearest(real, syn, wc, wk, n_jobs=self.n_jobs) < inner).astype(np.float64)
         if self.variant == "syntheval":  # no number to prune on: the engine on a re-encoding (see the text below)
-            wc, wk = _entropy_weights(real)
+            wc, wk = syntheval_weights(real)
             real, _ = weighted_gower_data(real, wc, wk); syn, _ = weighted_gower_data(syn, wc, wk)
         inner = self._nearest(real, real, exclude_self=True)[:, 0]
         return (self._nearest(real, syn)[:, 0] < inner).astype(np.float64)

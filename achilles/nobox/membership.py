@@ -13,6 +13,7 @@ from ..core.base import PrivacyMetric
 from ..core.data import Schema
 from ..core.results import RiskResult
 from ..core.rng import check_rng
+from ..core.runtime import limit_threads
 from ..core.validate import check_int, check_n_jobs
 from ..neighbours import NeighbourData, nearest
 
@@ -105,10 +106,11 @@ class ClassifierMIA(PrivacyMetric):
                  num_eval_iter: int = 5,  # random splits (SynthEval's default)
                  holdout_share: float = 0.25,  # share of the holdout kept for testing (SynthEval: test_size=0.25)
                  schema: Schema | None = None,
+                 n_jobs: int | None = 1,  # threads of the classifier (OpenMP; 1: fast and steady on a shared machine)
                  ):
         self.num_eval_iter = check_int("num_eval_iter", num_eval_iter, lo=1)
         if not (0 < holdout_share < 1): raise ValueError(f"holdout_share={holdout_share!r} must lie strictly between 0 and 1")
-        self.holdout_share, self.schema = float(holdout_share), schema
+        self.holdout_share, self.schema, self.n_jobs = float(holdout_share), schema, check_n_jobs("n_jobs", n_jobs)
 
     def _evaluate(self, train, synthetic, control, schema, rng) -> RiskResult:
         from sklearn.ensemble import HistGradientBoostingClassifier
@@ -124,7 +126,8 @@ class ClassifierMIA(PrivacyMetric):
             h_test, h_train = H[perm[:n_test]], H[perm[n_test:]]
             s = S[rng.choice(len(S), len(h_train), replace=len(S) < len(h_train))]
             X = np.r_[s, h_train]; y = np.r_[np.ones(len(s)), np.zeros(len(h_train))]
-            clf = HistGradientBoostingClassifier(random_state=int(rng.integers(2**31))).fit(X, y)
+            with limit_threads(self.n_jobs, "blas"):
+                clf = HistGradientBoostingClassifier(random_state=int(rng.integers(2**31))).fit(X, y)
             if len(R) < len(h_test): r, h = R, h_test[rng.choice(len(h_test), len(R), replace=False)]
             else: r, h = R[rng.choice(len(R), len(h_test), replace=False)], h_test
             Xt = np.r_[r, h]; yt = np.r_[np.ones(len(r)), np.zeros(len(h))]
