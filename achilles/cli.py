@@ -528,6 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-shadow", type=int, default=None); b.add_argument("--n-test", type=int, default=None)
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=int, default=None)
+    b.add_argument("--peers", action="store_const", const=True, default=None,
+                   help="nobox: time every peer metric against the peer's own code (SDMetrics: set ACHILLES_SDMETRICS_PYTHON)")
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p

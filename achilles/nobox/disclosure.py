@@ -86,10 +86,12 @@ class _Attribution(PrivacyMetric):
                  aux_cols=None,  # the known columns (None: every other column)
                  method: str = "cap",  # "cap", "zero_cap" or "generalized_cap" (SDMetrics' computation_method)
                  bins: int = 10,  # bins of a number (SDMetrics' num_discrete_bins)
+                 baseline: bool = True,  # also score a uniform random release (`baseline_rate`)
                  schema: Schema | None = None,
                  n_boot: int = 1000,
                  ):
         self.secret, self.aux_cols = _check_names(secret, aux_cols)
+        self.baseline = bool(baseline)
         if method not in CAP_METHODS: raise ValueError(f"method={method!r} is not allowed; choose one of {CAP_METHODS}")
         self.method, self.bins = method, check_int("bins", bins, lo=1)
         self.schema, self.n_boot = schema, check_int("n_boot", n_boot, lo=10)
@@ -97,8 +99,8 @@ class _Attribution(PrivacyMetric):
     def _scores(self, train, synthetic, control, schema, rng) -> tuple:
         secret, aux = attack_columns(schema, self.secret, self.aux_cols)
         f = lambda real, syn: cap_scores(real, syn, aux, [secret], schema, self.method, self.bins)
-        rand = random_release(train, schema, len(synthetic), rng)
-        return f(train, synthetic), f(control, synthetic), f(train, rand), secret, aux
+        sb = f(train, random_release(train, schema, len(synthetic), rng)) if self.baseline else np.full(1, np.nan)
+        return f(train, synthetic), f(control, synthetic), sb, secret, aux
 
 class CAP(_Attribution):
     "SDMetrics' CAP protection (CategoricalCAP, ZeroCAP or GeneralizedCAP): 1 - mean share of the matching synthetic records that carry the secret."

@@ -268,41 +268,70 @@ def syntheval_weights(real: NeighbourData) -> tuple:
     wc, wk = _entropy_weights(real)
     return (wc * len(wc) / wc.sum() if len(wc) else wc), wk
 
-# %% ../../nbs/35_nobox/07_distance_metrics.ipynb #8fd94924
-@njit(cache=True, parallel=True)
-def _weighted_nn_kernel(qcat, qcont, qid,  # queries: codes [C, nq], weighted numbers [D, nq] (row 0: the heaviest), ids
-                        rcat, rcont, rid,  # references sorted by rcont[0]: codes, weighted numbers, original ids
-                        catw, exclude_self, out):  # categorical weights [C], skip rid == qid, output [nq]
-    "out[i] = min over references of sum_c catw[c] [codes differ] + sum_f |x_f - y_f| (weighted), by a walk outwards in rcont[0]."
-    C, D = qcat.shape[0], qcont.shape[0]
-    nq, nr = qcont.shape[1], rcont.shape[1]
-    h = rcont[0]
-    for i in prange(nq):
-        x0 = qcont[0, i]
-        lo, hi = 0, nr
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if h[mid] < x0: lo = mid + 1
-            else: hi = mid
-        up, dn = lo, lo - 1
-        best = np.inf
-        while up < nr or dn >= 0:
-            du = h[up] - x0 if up < nr else np.inf
-            dd = x0 - h[dn] if dn >= 0 else np.inf
-            if du <= dd: j = up; d = du; up += 1
-            else: j = dn; d = dd; dn -= 1
+# %% ../../nbs/35_nobox/07_distance_metrics.ipynb #24a39544
+@njit(cache=True)
+def _search_run(qc, i, rcont, a, b, start_cost, best, rid, qi, exclude_self):
+    "Best distance in the run a..b (sorted by rcont[0]) for query column i, given the run's categorical cost; walks outwards."
+    D = qc.shape[0]
+    x0 = qc[0, i]
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rcont[0, mid] < x0: lo = mid + 1
+        else: hi = mid
+    up, dn = lo, lo - 1
+    while up < b or dn >= a:
+        du = rcont[0, up] - x0 if up < b else np.inf
+        dd = x0 - rcont[0, dn] if dn >= a else np.inf
+        if du <= dd: j = up; d = du; up += 1
+        else: j = dn; d = dd; dn -= 1
+        d += start_cost
+        if d >= best: break
+        if exclude_self and rid[j] == qi: continue
+        for f in range(1, D):
+            d += abs(qc[f, i] - rcont[f, j])
             if d >= best: break
-            if exclude_self and rid[j] == qid[i]: continue
-            for f in range(1, D):
-                d += abs(qcont[f, i] - rcont[f, j])
-                if d >= best: break
-            if d >= best: continue
-            for c in range(C):
-                if qcat[c, i] != rcat[c, j]:
-                    d += catw[c]
-                    if d >= best: break
-            if d < best: best = d
-        out[i] = best
+        if d < best: best = d
+    return best
+
+@njit(cache=True, parallel=True)
+def _weighted_nn_kernel(qprof, qcont, qid, chunk_g, chunk_a, chunk_b,  # query profiles [C, Uq], weighted numbers [D, nq] sorted by profile, ids, work items
+                        uprof, ustart, rcont, rid,  # reference profiles [C, Ur], runs, weighted numbers sorted by (profile, rcont[0]), ids
+                        catw, exclude_self, n_threads, out):  # categorical weights [C], skip rid == qid, output [nq] (original order)
+    "out[q] = min over references of sum_c catw[c] [codes differ] + sum_f |x_f - y_f| (numbers already weighted)."
+    C, Ur = uprof.shape
+    for t in prange(n_threads):
+        cost = np.empty(Ur); order = np.empty(Ur, np.int64)
+        for c in range(t, chunk_g.shape[0], n_threads):
+            g = chunk_g[c]
+            own = -1
+            for u in range(Ur):
+                s = 0.0
+                for f in range(C):
+                    if qprof[f, g] != uprof[f, u]: s += catw[f]
+                cost[u] = s
+                if s == 0.0 and own < 0:
+                    same = True
+                    for f in range(C):
+                        if qprof[f, g] != uprof[f, u]: same = False; break
+                    if same: own = u
+            top = 0.0  # the largest best distance of the chunk after its own profile: profiles costing more never help
+            for i in range(chunk_a[c], chunk_b[c]):
+                b = np.inf
+                if own >= 0: b = _search_run(qcont, i, rcont, ustart[own], ustart[own + 1], 0.0, b, rid, qid[i], exclude_self)
+                out[qid[i]] = b
+                if b > top: top = b
+            n = 0
+            for u in range(Ur):
+                if u != own and cost[u] < top: order[n] = u; n += 1
+            idx = np.argsort(cost[order[:n]])
+            for i in range(chunk_a[c], chunk_b[c]):
+                b = out[qid[i]]
+                for s in range(n):
+                    u = order[idx[s]]
+                    if cost[u] >= b: break
+                    b = _search_run(qcont, i, rcont, ustart[u], ustart[u + 1], cost[u], b, rid, qid[i], exclude_self)
+                out[qid[i]] = b
 
 def weighted_nearest(queries: NeighbourData,  # encoded queries
                      references: NeighbourData,  # encoded references (same schema)
@@ -313,6 +342,7 @@ def weighted_nearest(queries: NeighbourData,  # encoded queries
                      ) -> np.ndarray:
     "Distance to the nearest reference under the weighted Gower distance (sum_j w_j delta_j) / sum_j w_j: float64[nq]."
     from achilles.core.runtime import limit_threads
+    from achilles.neighbours import _profiles
     import numba
     if len(wk) == 0: raise ValueError("weighted_nearest needs at least one continuous column (it prunes on the heaviest)")
     for t, name in ((queries, "queries"), (references, "references")):
@@ -321,14 +351,22 @@ def weighted_nearest(queries: NeighbourData,  # encoded queries
                              "drop or impute them first")
     if references.n == 0 or (exclude_self and references.n < 2):
         raise ValueError(f"there is no neighbour to find among {references.n} reference(s)")
-    ck = np.argsort(-wk, kind="stable"); cc = np.argsort(-wc, kind="stable")
-    qc = np.ascontiguousarray(queries.cont[ck] * wk[ck][:, None]); rc = references.cont[ck] * wk[ck][:, None]
-    o = np.argsort(rc[0], kind="stable")
+    cat = np.arange(queries.cat.shape[0]); ck = np.argsort(-wk, kind="stable")
+    rorder, ustart, uprof = _profiles(references, cat)
+    rc = references.cont[ck][:, rorder] * wk[ck][:, None]
+    run = np.repeat(np.arange(len(ustart) - 1), np.diff(ustart))
+    o2 = np.lexsort((rc[0], run)); rc = np.ascontiguousarray(rc[:, o2]); rid = rorder[o2].astype(np.int64)
+    qorder, qstart, qprof = _profiles(queries, cat)
+    qc = np.ascontiguousarray(queries.cont[ck][:, qorder] * wk[ck][:, None])
+    sizes = np.diff(qstart); pieces = -(-sizes // 64)
+    chunk_g = np.repeat(np.arange(len(sizes)), pieces)
+    within = np.arange(len(chunk_g)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+    chunk_a = qstart[chunk_g] + within * 64; chunk_b = np.minimum(chunk_a + 64, qstart[chunk_g + 1])
     out = np.empty(queries.n)
     with limit_threads(check_n_jobs("n_jobs", n_jobs), "numba"):
-        _weighted_nn_kernel(np.ascontiguousarray(queries.cat[cc]), qc, np.arange(queries.n, dtype=np.int64),
-                            np.ascontiguousarray(references.cat[cc][:, o]), np.ascontiguousarray(rc[:, o]), o.astype(np.int64),
-                            np.ascontiguousarray(wc[cc], dtype=np.float64), bool(exclude_self), out)
+        _weighted_nn_kernel(np.ascontiguousarray(qprof), qc, qorder.astype(np.int64), chunk_g.astype(np.int64), chunk_a.astype(np.int64),
+                            chunk_b.astype(np.int64), np.ascontiguousarray(uprof), ustart.astype(np.int64), rc, rid,
+                            np.ascontiguousarray(wc, dtype=np.float64), bool(exclude_self), numba.get_num_threads(), out)
     return out / (wc.sum() + wk.sum())
 
 # %% ../../nbs/35_nobox/07_distance_metrics.ipynb #0ff4d64c

@@ -107,13 +107,27 @@ class ClassifierMIA(PrivacyMetric):
                  holdout_share: float = 0.25,  # share of the holdout kept for testing (SynthEval: test_size=0.25)
                  schema: Schema | None = None,
                  n_jobs: int | None = 1,  # threads of the classifier (OpenMP; 1: fast and steady on a shared machine)
+                 classifier: str = "auto",  # "lightgbm" (SynthEval's), "hgb" (scikit-learn's), "auto": LightGBM if installed
                  ):
+        if classifier not in ("auto", "lightgbm", "hgb"): raise ValueError(f"classifier={classifier!r}; choose 'auto', 'lightgbm' or 'hgb'")
+        self.classifier = classifier
         self.num_eval_iter = check_int("num_eval_iter", num_eval_iter, lo=1)
         if not (0 < holdout_share < 1): raise ValueError(f"holdout_share={holdout_share!r} must lie strictly between 0 and 1")
         self.holdout_share, self.schema, self.n_jobs = float(holdout_share), schema, check_n_jobs("n_jobs", n_jobs)
 
-    def _evaluate(self, train, synthetic, control, schema, rng) -> RiskResult:
+    def _model(self, seed: int):
+        "LightGBM with SynthEval's settings (verbosity=-1, one thread), or scikit-learn's HistGradientBoosting."
+        kind = self.classifier
+        if kind == "auto":
+            import importlib.util
+            kind = "lightgbm" if importlib.util.find_spec("lightgbm") else "hgb"
+        if kind == "lightgbm":
+            from lightgbm import LGBMClassifier
+            return LGBMClassifier(verbosity=-1, n_jobs=1, random_state=seed)
         from sklearn.ensemble import HistGradientBoostingClassifier
+        return HistGradientBoostingClassifier(random_state=seed)
+
+    def _evaluate(self, train, synthetic, control, schema, rng) -> RiskResult:
         from sklearn.metrics import f1_score, precision_score, recall_score
         if len(control) < 4: raise ValueError(f"classifier_mia needs at least 4 control (holdout) records, got {len(control)}")
         cat = schema.categorical
@@ -127,7 +141,7 @@ class ClassifierMIA(PrivacyMetric):
             s = S[rng.choice(len(S), len(h_train), replace=len(S) < len(h_train))]
             X = np.r_[s, h_train]; y = np.r_[np.ones(len(s)), np.zeros(len(h_train))]
             with limit_threads(self.n_jobs, "blas"):
-                clf = HistGradientBoostingClassifier(random_state=int(rng.integers(2**31))).fit(X, y)
+                clf = self._model(int(rng.integers(2**31))).fit(X, y)
             if len(R) < len(h_test): r, h = R, h_test[rng.choice(len(h_test), len(R), replace=False)]
             else: r, h = R[rng.choice(len(R), len(h_test), replace=False)], h_test
             Xt = np.r_[r, h]; yt = np.r_[np.ones(len(r)), np.zeros(len(h))]
@@ -141,5 +155,5 @@ class ClassifierMIA(PrivacyMetric):
                                  metrics={"MIA precision": float(np.mean(prec)), "MIA precision se": se(prec),
                                           "MIA recall": float(np.mean(rec)), "MIA recall se": se(rec),
                                           "MIA macro F1": float(np.mean(f1)), "MIA macro F1 se": se(f1)},
-                                 parameters=dict(metric=self.name, num_eval_iter=self.num_eval_iter, classifier="HistGradientBoostingClassifier",
+                                 parameters=dict(metric=self.name, num_eval_iter=self.num_eval_iter, classifier=type(self._model(0)).__name__,
                                                  peer="SynthEval 1.7.3 mia (LightGBM)"))
