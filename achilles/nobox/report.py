@@ -25,7 +25,8 @@ _SHARED = ("schema", "secret", "aux_cols", "n_jobs")
 def _build_metrics(metrics, shared: dict) -> dict:
     "name -> metric instance, parameters checked against each metric's signature."
     if metrics is None: metrics = default_metrics()
-    elif isinstance(metrics, str) and metrics.strip() == "all": metrics = METRICS.names()
+    elif (metrics == "all" or (isinstance(metrics, str) and metrics.strip() == "all")
+          or (isinstance(metrics, (list, tuple)) and list(metrics) == ["all"])): metrics = METRICS.names()  # `--metrics all` too
     if isinstance(metrics, str): metrics = [m.strip() for m in metrics.split(",") if m.strip()]
     if not isinstance(metrics, dict): metrics = {m: {} for m in metrics}
     if not metrics: raise ValueError(f"metrics is empty; choose from {', '.join(METRICS.names())}")
