@@ -268,7 +268,9 @@ def syntheval_weights(real: NeighbourData) -> tuple:
     wc, wk = _entropy_weights(real)
     return (wc * len(wc) / wc.sum() if len(wc) else wc), wk
 
-# %% ../../nbs/35_nobox/07_distance_metrics.ipynb #24a39544
+# %% ../../nbs/35_nobox/07_distance_metrics.ipynb #b8571910
+_ROWS_PER_PROFILE = 5  # fewer references per categorical profile than this: the single walk (sparse tables, e.g. Adult at 10,000)
+
 @njit(cache=True)
 def _search_run(qc, i, rcont, a, b, start_cost, best, rid, qi, exclude_self):
     "Best distance in the run a..b (sorted by rcont[0]) for query column i, given the run's categorical cost; walks outwards."
@@ -315,10 +317,13 @@ def _weighted_nn_kernel(qprof, qcont, qid, chunk_g, chunk_a, chunk_b,  # query p
                     for f in range(C):
                         if qprof[f, g] != uprof[f, u]: same = False; break
                     if same: own = u
-            top = 0.0  # the largest best distance of the chunk after its own profile: profiles costing more never help
+            if own < 0:  # no reference shares the query profile: start from the cheapest profile instead
+                own = 0
+                for u in range(1, Ur):
+                    if cost[u] < cost[own]: own = u
+            top = 0.0  # the largest best distance of the chunk after the first profile: profiles costing more never help
             for i in range(chunk_a[c], chunk_b[c]):
-                b = np.inf
-                if own >= 0: b = _search_run(qcont, i, rcont, ustart[own], ustart[own + 1], 0.0, b, rid, qid[i], exclude_self)
+                b = _search_run(qcont, i, rcont, ustart[own], ustart[own + 1], cost[own], np.inf, rid, qid[i], exclude_self)
                 out[qid[i]] = b
                 if b > top: top = b
             n = 0
@@ -332,6 +337,40 @@ def _weighted_nn_kernel(qprof, qcont, qid, chunk_g, chunk_a, chunk_b,  # query p
                     if cost[u] >= b: break
                     b = _search_run(qcont, i, rcont, ustart[u], ustart[u + 1], cost[u], b, rid, qid[i], exclude_self)
                 out[qid[i]] = b
+
+@njit(cache=True, parallel=True)
+def _walk_nn_kernel(qcat, qcont, qid,  # queries: codes [C, nq], weighted numbers [D, nq] (row 0: the heaviest), ids
+                    rcat, rcont, rid,  # references sorted by rcont[0] alone: codes, weighted numbers, original ids
+                    catw, exclude_self, out):  # categorical weights [C], skip rid == qid, output [nq]
+    "The same minimum for sparse tables (few references per profile): one walk outwards in rcont[0] over all references."
+    C, D = qcat.shape[0], qcont.shape[0]
+    nr = rcont.shape[1]
+    for i in prange(qcont.shape[1]):
+        x0 = qcont[0, i]
+        lo, hi = 0, nr
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rcont[0, mid] < x0: lo = mid + 1
+            else: hi = mid
+        up, dn = lo, lo - 1
+        best = np.inf
+        while up < nr or dn >= 0:
+            du = rcont[0, up] - x0 if up < nr else np.inf
+            dd = x0 - rcont[0, dn] if dn >= 0 else np.inf
+            if du <= dd: j = up; d = du; up += 1
+            else: j = dn; d = dd; dn -= 1
+            if d >= best: break
+            if exclude_self and rid[j] == qid[i]: continue
+            for f in range(1, D):
+                d += abs(qcont[f, i] - rcont[f, j])
+                if d >= best: break
+            if d >= best: continue
+            for c in range(C):
+                if qcat[c, i] != rcat[c, j]:
+                    d += catw[c]
+                    if d >= best: break
+            if d < best: best = d
+        out[qid[i]] = best
 
 def weighted_nearest(queries: NeighbourData,  # encoded queries
                      references: NeighbourData,  # encoded references (same schema)
@@ -353,6 +392,16 @@ def weighted_nearest(queries: NeighbourData,  # encoded queries
         raise ValueError(f"there is no neighbour to find among {references.n} reference(s)")
     cat = np.arange(queries.cat.shape[0]); ck = np.argsort(-wk, kind="stable")
     rorder, ustart, uprof = _profiles(references, cat)
+    out = np.empty(queries.n)
+    if references.n < _ROWS_PER_PROFILE * (len(ustart) - 1):  # sparse: one walk over all references beats a walk per profile
+        o = np.argsort(references.cont[ck[0]], kind="stable")
+        cc = np.argsort(-wc, kind="stable")
+        with limit_threads(check_n_jobs("n_jobs", n_jobs), "numba"):
+            _walk_nn_kernel(np.ascontiguousarray(queries.cat[cc]), np.ascontiguousarray(queries.cont[ck] * wk[ck][:, None]),
+                            np.arange(queries.n, dtype=np.int64), np.ascontiguousarray(references.cat[cc][:, o]),
+                            np.ascontiguousarray(references.cont[ck][:, o] * wk[ck][:, None]), o.astype(np.int64),
+                            np.ascontiguousarray(wc[cc], dtype=np.float64), bool(exclude_self), out)
+        return out / (wc.sum() + wk.sum())
     rc = references.cont[ck][:, rorder] * wk[ck][:, None]
     run = np.repeat(np.arange(len(ustart) - 1), np.diff(ustart))
     o2 = np.lexsort((rc[0], run)); rc = np.ascontiguousarray(rc[:, o2]); rid = rorder[o2].astype(np.int64)
@@ -362,7 +411,6 @@ def weighted_nearest(queries: NeighbourData,  # encoded queries
     chunk_g = np.repeat(np.arange(len(sizes)), pieces)
     within = np.arange(len(chunk_g)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
     chunk_a = qstart[chunk_g] + within * 64; chunk_b = np.minimum(chunk_a + 64, qstart[chunk_g + 1])
-    out = np.empty(queries.n)
     with limit_threads(check_n_jobs("n_jobs", n_jobs), "numba"):
         _weighted_nn_kernel(np.ascontiguousarray(qprof), qc, qorder.astype(np.int64), chunk_g.astype(np.int64), chunk_a.astype(np.int64),
                             chunk_b.astype(np.int64), np.ascontiguousarray(uprof), ustart.astype(np.int64), rc, rid,
