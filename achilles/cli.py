@@ -456,7 +456,9 @@ def cmd_list(args) -> int:
     t = reg.describe()
     if not len(t):
         print(f"no {args.what} registered yet"); return 0
-    cols = ["name", "summary"] + (["parameters"] if args.parameters else []) + (["extra"] if (t["extra"] != "").any() else [])
+    t = t.fillna({c: "" for c in ("family", "peer") if c in t})  # metrics: their family, and whose figure a peer's metric reports
+    cols = (["name"] + [c for c in ("family", "peer") if c in t] + ["summary"] + (["parameters"] if args.parameters else [])
+            + (["extra"] if (t["extra"] != "").any() else []))
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(t[cols].to_string(index=False))
     return 0
@@ -721,6 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-datasets", type=_POS, default=None, help="audit: datasets in the timed pool (default 4,000)")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=_JOBS, default=None)
+    b.add_argument("--peers", action="store_const", const=True, default=None,
+                   help="nobox: time every peer metric against the peer's own code (SDMetrics: set ACHILLES_SDMETRICS_PYTHON)")
     b.add_argument("--quiet", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p

@@ -18,7 +18,7 @@ from ..core.rng import check_rng, seed_child, seed_root
 from ..core.runtime import progress
 from ..core.validate import check_float, check_int, check_n_jobs
 from ..generators import GENERATORS, make_generator
-from ..nobox import METRICS
+from ..nobox import METRICS, default_metrics
 
 # %% auto #0
 __all__ = ['SPLIT_PARTS', 'OVERFIT_PATHS', 'RISK_MODELS', 'Split', 'default_sizes', 'split_data', 'RiskSetting', 'RiskModel',
@@ -446,8 +446,9 @@ def _split_top(text: str) -> list:
     return [s for s in out + [cur] if s.strip()]
 
 def metric_specs(metrics=None) -> dict:
-    "label -> (metric name, parameters), from None (every metric), 'a,b(k=2)', a list of such specs, or a dict label -> (name, params)."
-    if metrics is None: metrics = METRICS.names()
+    "label -> (metric name, parameters), from None (the papers' metrics), 'all' (every registered one), 'a,b(k=2)', a list of such specs, or a dict label -> (name, params)."
+    if metrics is None: metrics = default_metrics()  # the papers' metrics
+    elif isinstance(metrics, str) and metrics.strip() == "all": metrics = METRICS.names()  # the peers' metrics too
     if isinstance(metrics, dict): items = [(lab, v) for lab, v in metrics.items()]
     else:
         specs = _split_top(metrics) if isinstance(metrics, str) else list(metrics)

@@ -16,28 +16,58 @@ from ..core.rng import check_rng
 from ..core.validate import check_fraction, check_int
 
 # %% auto #0
-__all__ = ['METRICS', 'LeakySetting', 'leaky_setting', 'control_risk']
+__all__ = ['METRICS', 'FAMILIES', 'metric_family', 'default_metrics', 'LeakySetting', 'leaky_setting', 'control_risk']
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #9cdc195d
 METRICS = Registry("metric")
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #6b0c8db6
 _P = "privacy-metrics-risk-insertion"
-for _name, _target, _summary, _where in [
-    ("ims", "statistical:IMS", "identical match share |D ∩ D̂| / |D|, beside the control set's", "Sec. 4.2.1"),
-    ("dcr", "statistical:DCR", "distance to closest record: share of synthetic records closer than the α-percentile real-to-real distance", "Eq. 2-4"),
-    ("knn_dcr", "statistical:KNNDCR", "DCR on the mean distance to the k nearest records", "Sec. 4.2.3, App. B"),
-    ("singling_out", "singling_out:SinglingOut", "anonymeter's singling-out attack: predicates from the synthetic data that isolate one training record", "Eq. 5, Sec. 6.2.2"),
-    ("linkability", "linkability:Linkability", "anonymeter's linkability attack: nearest synthetic neighbours on two column sets", "Sec. 4.3.2"),
-    ("inference_distance", "inference:DistanceInference", "distance-based attribute inference: the nearest synthetic record's secret", "Sec. 4.3.3, 6.2.3"),
-    ("inference_ml", "inference:MLInference", "ML attribute inference: a model trained on the synthetic data predicts the secret", "Sec. 4.3.3, Eq. 10"),
-    ("gtcap", "inference:GTCAP", "generalised targeted correct attribution probability (radius spheres on numbers)", "Eq. 7, App. E"),
-    ("domias", "domias:DOMIAS", "DOMIAS: synthetic over reference density, AUC on training vs control records", "Eq. 6, App. A"),
+FAMILIES = ("distance", "disclosure", "inference", "membership")  # how `privacy_report` groups the metrics
+for _name, _target, _summary, _where, _family in [
+    ("ims", "statistical:IMS", "identical match share |D ∩ D̂| / |D|, beside the control set's", "Sec. 4.2.1", "distance"),
+    ("dcr", "statistical:DCR", "distance to closest record: share of synthetic records closer than the α-percentile real-to-real distance", "Eq. 2-4", "distance"),
+    ("knn_dcr", "statistical:KNNDCR", "DCR on the mean distance to the k nearest records", "Sec. 4.2.3, App. B", "distance"),
+    ("singling_out", "singling_out:SinglingOut", "anonymeter's singling-out attack: predicates from the synthetic data that isolate one training record", "Eq. 5, Sec. 6.2.2", "disclosure"),
+    ("linkability", "linkability:Linkability", "anonymeter's linkability attack: nearest synthetic neighbours on two column sets", "Sec. 4.3.2", "disclosure"),
+    ("inference_distance", "inference:DistanceInference", "distance-based attribute inference: the nearest synthetic record's secret", "Sec. 4.3.3, 6.2.3", "inference"),
+    ("inference_ml", "inference:MLInference", "ML attribute inference: a model trained on the synthetic data predicts the secret", "Sec. 4.3.3, Eq. 10", "inference"),
+    ("gtcap", "inference:GTCAP", "generalised targeted correct attribution probability (radius spheres on numbers)", "Eq. 7, App. E", "inference"),
+    ("domias", "domias:DOMIAS", "DOMIAS: synthetic over reference density, AUC on training vs control records", "Eq. 6, App. A", "membership"),
 ]:
-    METRICS.register(_name, f"achilles.nobox.{_target}", summary=_summary, paper=f"{_P}, {_where}")
+    METRICS.register(_name, f"achilles.nobox.{_target}", summary=_summary, paper=f"{_P}, {_where}", family=_family, default=True)
 METRICS.register("kde_membership", "achilles.nobox.kde:KDEMembershipAttack",
                  summary="KDE membership disclosure: KDEs of member and non-member distances to the synthetic data, Bayes' rule (Eq. 1), AUC",
-                 paper="kde-membership-disclosure, Sec. 3, Eq. 1")
+                 paper="kde-membership-disclosure, Sec. 3, Eq. 1", family="membership", default=True)
+
+# %% ../../nbs/35_nobox/00_nobox.ipynb #5702a37f
+for _name, _target, _summary, _peer, _family in [
+    ("nndr", "distance_metrics:NNDR", "nearest-neighbour distance ratio d1/d2 of training records to synthetic ones (lower: riskier)", "SynthEval 1.7.3 nndr; midst-toolkit", "distance"),
+    ("nnaa", "distance_metrics:NNAA", "nearest-neighbour adversarial accuracy between real and synthetic records (Yale et al.; 0.5 ideal)", "SynthEval 1.7.3 nnaa", "distance"),
+    ("hitting_rate", "distance_metrics:HittingRate", "share of training records with a synthetic record equal on categories and within range/30 on numbers", "SynthEval 1.7.3 hit_rate", "distance"),
+    ("epsilon_identifiability", "distance_metrics:EpsilonIdentifiability", "share of training records closer to a synthetic record than to any other training record (entropy-weighted)", "SynthEval 1.7.3 eps_risk; synthcity (Yoon et al.)", "distance"),
+    ("dcr_baseline", "distance_metrics:DCRBaselineProtection", "median DCR of synthetic rows over that of random rows, capped at 1, without subsampling", "SDMetrics 0.32 DCRBaselineProtection", "distance"),
+    ("dcr_overfitting", "distance_metrics:DCROverfittingProtection", "min(2 (1 - share of synthetic rows closer to train than to holdout), 1), without subsampling", "SDMetrics 0.32 DCROverfittingProtection", "distance"),
+    ("disclosure", "disclosure:DisclosureProtection", "CAP protection over the baseline 1 - 1/|secret values|, numbers in 10 bins", "SDMetrics 0.32 DisclosureProtection", "disclosure"),
+    ("cap", "disclosure:CAP", "correct attribution probability protection: CategoricalCAP, ZeroCAP or GeneralizedCAP", "SDMetrics 0.32 CategoricalCAP / CategoricalZeroCAP / CategoricalGeneralizedCAP", "inference"),
+    ("k_anonymity", "disclosure:KAnonymity", "smallest k-means cluster of the synthetic data on the quasi-identifiers (k-anonymity)", "synthcity kAnonymization", "disclosure"),
+    ("l_diversity", "disclosure:LDiversity", "fewest distinct secret values in a k-means cluster of the synthetic data (distinct l-diversity)", "synthcity lDiversityDistinct", "disclosure"),
+    ("k_map", "disclosure:KMap", "smallest number of synthetic records in a k-means cluster of the real data (k-map)", "synthcity kMap", "disclosure"),
+    ("delta_presence", "disclosure:DeltaPresence", "largest ratio of real to synthetic records in a k-means cluster of the real data (δ-presence)", "synthcity DeltaPresence", "disclosure"),
+    ("classifier_mia", "membership:ClassifierMIA", "a classifier trained to tell synthetic from holdout records, scored on training vs holdout: recall, AUC, TPR at low FPR", "SynthEval 1.7.3 mia (LOGAN's idea)", "membership"),
+    ("dcr_diff", "membership:DCRDiff", "membership score: distance to the reference records minus distance to the synthetic records, AUC", "Synth-MIA DCR-Diff (Chen et al.)", "membership"),
+    ("dpi", "membership:DPI", "data plagiarism index: synthetic share among the k = 20 nearest of reference ∪ synthetic, AUC", "Synth-MIA DPI (Ward et al.)", "membership"),
+]:
+    METRICS.register(_name, f"achilles.nobox.{_target}", summary=_summary, peer=_peer, family=_family, default=False)
+
+def metric_family(name: str) -> str:
+    "The family of a registered metric: distance, disclosure, inference or membership."
+    METRICS[name]  # an unknown name raises, listing the metrics
+    return METRICS._entries[name]["metadata"].get("family", "")
+
+def default_metrics() -> list:
+    "The metrics run when none are named (the papers' metrics), in registry order."
+    return [n for n in METRICS.names() if METRICS._entries[n]["metadata"].get("default", True)]
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #ccd58bf2
 @dataclass(frozen=True)

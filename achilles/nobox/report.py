@@ -14,7 +14,7 @@ from ..core.data import Schema
 from ..core.results import RiskResult
 from ..core.rng import seed_child, seed_root
 from ..core.validate import check_n_jobs
-from . import METRICS
+from . import FAMILIES, METRICS, default_metrics, metric_family
 
 # %% auto #0
 __all__ = ['COLUMNS', 'PrivacyReport', 'privacy_report', 'plot_report']
@@ -24,7 +24,9 @@ _SHARED = ("schema", "secret", "aux_cols", "n_jobs")
 
 def _build_metrics(metrics, shared: dict) -> dict:
     "name -> metric instance, parameters checked against each metric's signature."
-    if metrics is None: metrics = METRICS.names()
+    if metrics is None: metrics = default_metrics()
+    elif (metrics == "all" or (isinstance(metrics, str) and metrics.strip() == "all")
+          or (isinstance(metrics, (list, tuple)) and list(metrics) == ["all"])): metrics = METRICS.names()  # `--metrics all` too
     if isinstance(metrics, str): metrics = [m.strip() for m in metrics.split(",") if m.strip()]
     if not isinstance(metrics, dict): metrics = {m: {} for m in metrics}
     if not metrics: raise ValueError(f"metrics is empty; choose from {', '.join(METRICS.names())}")
@@ -43,7 +45,7 @@ class PrivacyReport(pd.DataFrame):
     @property
     def _constructor(self): return PrivacyReport
 
-COLUMNS = ["metric", "value", "ci_low", "ci_high", "attack_rate", "baseline_rate", "control_rate", "direction", "n",
+COLUMNS = ["metric", "family", "value", "ci_low", "ci_high", "attack_rate", "baseline_rate", "control_rate", "direction", "n",
            "seconds", "parameters"]
 
 def privacy_report(train: pd.DataFrame,  # the generator's training data (the records at risk)
@@ -76,12 +78,14 @@ def privacy_report(train: pd.DataFrame,  # the generator's training data (the re
         if need: raise ValueError(f"the metric(s) {need} need a control set; pass control= or leave them out of metrics")
     root = seed_root(rng)
     rows, results = [], {}
-    for name, m in built.items():
+    order = sorted(built, key=lambda n: FAMILIES.index(metric_family(n)) if metric_family(n) in FAMILIES else len(FAMILIES))
+    for name in order:
+        m = built[name]
         t0 = time.perf_counter()
         res = m.evaluate(train, synthetic, control, rng=np.random.default_rng(seed_child(root, _stream(name))))
         sec = time.perf_counter() - t0
         results[name] = res
-        rows.append(dict(metric=name, value=res.value, ci_low=res.ci_low, ci_high=res.ci_high, attack_rate=res.attack_rate,
+        rows.append(dict(metric=name, family=metric_family(name), value=res.value, ci_low=res.ci_low, ci_high=res.ci_high, attack_rate=res.attack_rate,
                          baseline_rate=res.baseline_rate, control_rate=res.control_rate, direction=res.direction, n=res.n,
                          seconds=sec, parameters=json.dumps(dict(res.parameters), sort_keys=True, default=str)))
         if progress: print(f"{name:>20}: {res.value:.4f} [{res.ci_low:.4f}, {res.ci_high:.4f}] in {sec:.2f} s", flush=True)
@@ -107,7 +111,8 @@ def plot_report(report: pd.DataFrame,  # the output of `privacy_report`
     lo = (r["value"] - r["ci_low"]).clip(lower=0).fillna(0); hi = (r["ci_high"] - r["value"]).clip(lower=0).fillna(0)
     ax.errorbar(r["value"], y, xerr=[lo, hi], fmt="o", color="C3", ecolor="0.4", capsize=3)
     ax.axvline(0, color="0.7", lw=0.8); ax.axvline(1, color="0.7", lw=0.8, ls="--")
-    ax.set_yticks(y, r["metric"]); ax.set_xlim(min(-0.1, float(r["ci_low"].min(skipna=True) or 0) - 0.05), 1.1)
+    labels = [f"{m} ({f})" for m, f in zip(r["metric"], r["family"])] if "family" in r else list(r["metric"])
+    ax.set_yticks(y, labels); ax.set_xlim(min(-0.1, float(r["ci_low"].min(skipna=True) or 0) - 0.05), 1.1)
     ax.set_xlabel("risk (0: as for the population; 1: every attack succeeds)")
     if title: ax.set_title(title, fontsize=10)
     return ax
@@ -119,8 +124,8 @@ def _report_html(self: PrivacyReport) -> str:
     img = base64.b64encode(buf.getvalue()).decode()
     ctx = getattr(self, "context", None) or {}
     cap = ", ".join(f"{k.replace('n_', '')} {v:,}" for k, v in ctx.items() if k.startswith("n_"))
-    t = self[["metric", "value", "ci_low", "ci_high", "attack_rate", "control_rate", "baseline_rate", "seconds"]].copy()
-    t.columns = ["metric", "risk", "CI low", "CI high", "attack rate", "control rate", "random guess", "seconds"]
+    t = self[["family", "metric", "value", "ci_low", "ci_high", "attack_rate", "control_rate", "baseline_rate", "seconds"]].copy()
+    t.columns = ["family", "metric", "risk", "CI low", "CI high", "attack rate", "control rate", "random guess", "seconds"]
     table = t.to_html(index=False, float_format=lambda v: f"{v:.4f}", na_rep="–")
     return (f"<div><b>Privacy report</b> ({html.escape(cap)})<br><img src='data:image/png;base64,{img}'/>{table}</div>")
 

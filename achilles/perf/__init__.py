@@ -68,4 +68,6 @@ BENCHES.register("audit", "achilles.perf.audit:bench_audit",
 BENCHES.register("riskbench", "achilles.perf.riskbench:bench_riskbench",
                  summary="the Adult leaky sweep of the risk-insertion benchmark (6 levels, every metric) against privacy_report once per level")
 BENCHES.register("nobox", "achilles.perf.nobox:bench_nobox",
-                 summary="the full no-box privacy report on 10,000-record Adult tables, and each anonymeter attack against anonymeter at equal counts")
+                 summary="the full no-box privacy report on 10,000-record Adult tables, and each anonymeter attack against anonymeter at equal counts; --peers: every SynthEval / SDMetrics / synthcity / Synth-MIA metric against the peer's code")
+BENCHES.register("nobox-million", "achilles.perf.nobox:bench_million",
+                 summary="exact DCR, NNDR and ε-identifiability searches on 1,000,000 x 1,000,000 jittered Adult records (seconds, peak memory)")
