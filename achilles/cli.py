@@ -376,7 +376,8 @@ def cmd_audit(args) -> int:
     order = args.order if args.order == "auto" else int(args.order) if str(args.order).isdigit() else None
     if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
-    rows = audit(_by_name(args, df), args.generator, records=records, n_datasets=args.n_datasets, dataset_size=args.dataset_size,
+    rows = audit(_by_name(args, df), args.generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
+                 dataset_size=args.dataset_size,
                  generator_params=gparams, schema=schema, attacks=args.attacks, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, name=name, store=store, cache_dir=args.cache_dir or None, rng=args.seed,
                  n_jobs=args.jobs, verbose=not args.quiet)
@@ -651,8 +652,12 @@ def build_parser() -> argparse.ArgumentParser:
     data_opts(au)
     au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     au.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
-    au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all'")
-    au.add_argument("--n-datasets", type=_POS, default=1000, help="synthetic datasets in the pool (each record is IN about half)")
+    au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all' (every record: the population design)")
+    au.add_argument("--design", default="auto", choices=["auto", "bernoulli", "population"],
+                    help="bernoulli: each audited record IN half the datasets; population: every dataset a random subset of the data, "
+                         "every record audited from one pool (auto: population for --records all)")
+    au.add_argument("--n-datasets", type=_POS, default=None, help="bernoulli: synthetic datasets in the pool (default 1,000; each record IN about half)")
+    au.add_argument("--n-in", type=_POS, default=1000, help="population: IN datasets per record, at least (and as many OUT; default 1,000)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--attacks", default="query,distance,density",
                     help="attack families, combined into each record's AUC (see `achilles list audit_attacks`; default: all)")
@@ -723,6 +728,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n-datasets", type=_POS, default=None, help="audit: datasets in the timed pool (default 4,000)")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=_JOBS, default=None)
+    b.add_argument("--population", action="store_const", const=True, default=None,
+                   help="audit: the population design, every record of --dataset, timed on a slice and extrapolated")
     b.add_argument("--peers", action="store_const", const=True, default=None,
                    help="nobox: time every peer metric against the peer's own code (SDMetrics: set ACHILLES_SDMETRICS_PYTHON)")
     b.add_argument("--quiet", action="store_true")

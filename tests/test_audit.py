@@ -62,7 +62,7 @@ def test_kill_9_then_resume_equals_a_clean_run(tmp_path):
 def test_bad_arguments_fail_before_work(adult):
     df, schema = adult
     with pytest.raises(ValueError, match="overflow"):
-        audit(df, "baynet", records=3000, dataset_size=1000, verbose=False)
+        audit(df, "baynet", records=3000, dataset_size=1000, n_datasets=400, verbose=False)
     with pytest.raises(TypeError, match="int seed"):
         audit(df, "baynet", records=10, rng=None, verbose=False)
     with pytest.raises(ValueError, match="only"):  # more random subsets than exist: refused, not stored as asked
@@ -72,3 +72,41 @@ def test_bad_arguments_fail_before_work(adult):
     for args, what in [(["--records", "ten"], "--records"), (["--attacks", "query,nope"], "attacks"), (["--order", "x"], "--order")]:
         r = subprocess.run([ACHILLES, "audit", *args, "--results", ""], capture_output=True, text=True)
         assert r.returncode == 2 and what in r.stderr, r.stderr
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+
+def test_population_audit_through_a_dask_scheduler_and_two_worker_processes(adult, tmp_path):
+    "`dask scheduler` and two `dask worker` processes, as on a real cluster: the population audit's rows equal the local run's."
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+    df, schema = adult
+    small = df.iloc[:600].reset_index(drop=True)
+    kw = dict(records="all", n_in=10, dataset_size=200, order=1, selectors=(), rng=3, verbose=False)
+    local = audit(small, "baynet", n_jobs=1, **kw)
+    dask = str(Path(sys.executable).parent / "dask")
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    env = dict(__import__("os").environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)]
+    try:
+        procs += [subprocess.Popen([dask, "worker", addr, "--nthreads", "1", "--nworkers", "1", "--dashboard-address", ":0",
+                                    "--local-directory", str(tmp_path / f"w{i}")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=env, cwd=tmp_path) for i in range(2)]
+        with distributed.Client(addr, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+            with distributed.get_task_stream(client) as ts, parallel_config(backend="dask"):
+                remote = audit(small, "baynet", n_jobs=-1, **kw)
+        assert len({t["worker"] for t in ts.data}) == 2  # the generation ran on both worker processes
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs: p.wait(timeout=30)
+    assert len(local) == 600 and local.attrs["config"]["design"] == "population"
+    cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
+    np.testing.assert_array_equal(local[cols].to_numpy(), remote[cols].to_numpy())

@@ -72,18 +72,18 @@ def bootstrap_interval(outcomes,  # per-record outcomes (e.g. 0/1 successes, or 
 # %% ../../nbs/00_core/05_results.ipynb #4a497322
 def cp_lower(successes, trials, alpha: float = 0.025):
     "One-sided Clopper-Pearson lower bound of a binomial rate at level 1 - alpha (0 when there is no success); vectorised."
-    from scipy.stats import beta
+    from scipy.special import betaincinv  # the Beta quantile as a ufunc (scipy.stats' beta.ppf costs ~100x more per call)
     k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
     with np.errstate(invalid="ignore"):
-        b = beta.ppf(alpha, k, n - k + 1)
+        b = betaincinv(np.maximum(k, 1e-300), np.maximum(n - k + 1, 1e-300), alpha)
     return np.where(k <= 0, 0.0, np.where(n > 0, b, np.nan))
 
 def cp_upper(successes, trials, alpha: float = 0.025):
     "One-sided Clopper-Pearson upper bound of a binomial rate at level 1 - alpha (1 when every trial succeeded); vectorised."
-    from scipy.stats import beta
+    from scipy.special import betaincinv
     k, n = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
     with np.errstate(invalid="ignore"):
-        b = beta.ppf(1 - alpha, k + 1, n - k)
+        b = betaincinv(k + 1, np.maximum(n - k, 1e-300), 1 - alpha)
     return np.where(k >= n, 1.0, np.where(n > 0, b, np.nan))
 
 def clopper_pearson(successes: int,  # number of successes

@@ -14,7 +14,7 @@ from ..core.validate import check_int
 from . import machine_line
 
 # %% auto #0
-__all__ = ['bench_audit']
+__all__ = ['bench_audit', 'bench_population']
 
 # %% ../../nbs/50_perf/58a_audit.ipynb #65851072
 def bench_audit(n: int = 200,  # records audited in the timed pool
@@ -24,10 +24,15 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
                 n_shadow: int = 4000,  # the baseline game's shadow datasets (the paper's)
                 n_test: int = 200,  # the baseline game's test datasets (the paper's)
                 slice_records: int = 20,  # records of the per-family cost slice
+                population: bool = False,  # time the population design instead (every record of the data; `bench_population`)
+                dataset: str = "adult",  # population: the data (a dataset name)
+                path: str | None = None,  # population: its file, for a dataset that is not bundled
                 jobs: int | None = None,  # generation workers, numba threads and record threads (None: all cores)
                 verbose: bool = True,
                 ) -> dict:
     "The audit's stages and attack families at the real pool size, beside the paper's per-record game measured whole."
+    if population:
+        return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose)
     from achilles.shadow.audit import PoolModel, audit, audit_plan, plan_pool, score_record
     from achilles.shadow.game import ThreatModel, generate_datasets, play_game
     from achilles.shadow.pool_attack import FAMILIES, pair_features, stack_pool
@@ -97,3 +102,75 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     say(f"ratio per record: {t_game / (total / R):.0f}x (audit {total / R:.2f} s per record, strongest attacker, every family)")
     return dict(seconds=s, estimate=est, total_estimate=total, per_record=total / R, families=fam, game_per_record=t_game,
                 ratio=t_game / (total / R))
+
+# %% ../../nbs/50_perf/58a_audit.ipynb #c234fe18
+def bench_population(dataset: str = "adult",
+                     path: str | None = None,  # the dataset's file, if it is not bundled (the census sample)
+                     generator: str = "baynet",
+                     n_in: int = 1000,  # IN datasets per record (at least), and as many OUT
+                     dataset_size: int = 1000,
+                     slice_datasets: int = 2000,  # datasets generated to time generation
+                     slice_records: int = 50,  # records whose features and classifiers are timed
+                     n_shadow: int = 4000, n_test: int = 200,  # the baseline game's sizes (the paper's)
+                     jobs: int | None = None,
+                     verbose: bool = True,
+                     ) -> dict:
+    "Each stage of a population audit timed on a slice and extrapolated to every record, beside the per-record game."
+    import tempfile
+    from pathlib import Path
+    from achilles.core.rng import seed_child, seed_root
+    from achilles.core.runtime import limit_threads
+    from achilles.shadow.audit import PoolModel, audit_plan, plan_population, score_record, _code_dtype
+    from achilles.shadow.game import ThreatModel, generate_datasets, play_game
+    from achilles.shadow.pool_attack import pair_features, stack_pool
+    from achilles.shadow.query_attack import QueryAttack
+    say = print if verbose else (lambda *a, **k: None)
+    say(machine_line())
+    df, schema = load_dataset(dataset, path=path)
+    N = len(df)
+    pm = PoolModel(df, schema, generator, None, dataset_size, dataset)
+    plan = audit_plan(schema)
+    t = time.perf_counter(); pool = plan_population(pm, n_in, rng=seed_child(seed_root(0), 6)); t_plan = time.perf_counter() - t
+    M = pool.n_datasets
+    n_pairs = int(sum(2 * len(np.unique(pool.idx[pool.ptr[g]:pool.ptr[g + 1]])) for g in pool.group))
+    S = min(slice_datasets, M)
+    with tempfile.TemporaryDirectory() as d:
+        generate_datasets(pm, pool.specs[:2], pm.encoded.take([0]), jobs=jobs, verbose=False)  # workers and kernels warm
+        t = time.perf_counter()
+        data, _ = generate_datasets(pm, pool.specs[:S], pm.encoded.take([0]), jobs=jobs, cache=d, verbose=False)
+        t_gen = (time.perf_counter() - t) / S
+        disk = sum(f.stat().st_size for f in Path(d).rglob("*.npz")) / S
+    st = stack_pool(data, compact=True); del data
+    R = min(slice_records, N)
+    recs = np.random.default_rng(1).choice(N, R, replace=False)
+    per = min(2 * n_in, S)
+    g = np.random.default_rng(2)
+    pd_ = np.concatenate([g.choice(S, per, replace=False) for _ in range(R)]); pt = np.repeat(np.arange(R), per)
+    pair_features(st, pm.encoded.take(recs[:1]), pd_[:10], np.zeros(10, np.int64), schema, plan, n_jobs=jobs)  # compiled
+    t = time.perf_counter(); X = pair_features(st, pm.encoded.take(recs), pd_, pt, schema, plan, n_jobs=jobs); t_pair = (time.perf_counter() - t) / len(pd_)
+    y = (g.random(per) < 0.5).astype(np.int64)
+    t = time.perf_counter()
+    with limit_threads(1, "blas"):
+        for k in range(R): score_record(X[k * per:(k + 1) * per], y, plan, rng=k)
+    t_rec = (time.perf_counter() - t) / R  # one thread; the audit runs `jobs` records at once
+    workers = max(1, jobs or 1) if jobs != -1 else __import__("os").cpu_count()
+    est = dict(plan=t_plan, generation=t_gen * M, features=t_pair * n_pairs, classifiers=t_rec * N / workers)
+    total = sum(est.values())
+    mem = M * dataset_size * (len(schema.cat_idx) * np.dtype(_code_dtype(schema)).itemsize + 8 * len(schema.cont_idx) + 8)
+    say(f"\n{dataset}: {N:,} records, pool of {M:,} datasets of {dataset_size:,} ({n_in:,} blocks; {n_pairs:,} (record, dataset) pairs), "
+        f"{generator}, {plan.n_features} features")
+    say(f"slice: {S:,} datasets generated ({t_gen * 1e3:.1f} ms each, {jobs or 'all'} workers), {R} records x {per:,} datasets "
+        f"({t_pair * 1e6:.1f} us per pair, numba threads {jobs or 'all'}), classifiers {t_rec * 1e3:.0f} ms per record on one thread")
+    say(f"extrapolated: plan {est['plan']:.0f} s, generation {est['generation'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
+        f"classifiers {est['classifiers'] / 60:.1f} min ({workers} threads); total {total / 60:.1f} min")
+    say(f"memory: the stacked pool {mem / 2**30:.2f} GB; cache on disk {disk * M / 2**30:.2f} GB ({disk / 1024:.0f} KB per dataset)")
+    tm = ThreatModel(df, schema, generator, dataset_size=dataset_size, n_aux=min(10_000, N // 2), n_test_pool=min(5_000, N // 4),
+                     n_shadow=n_shadow, n_test=n_test)
+    t0 = time.perf_counter()
+    gm = play_game(tm, int(recs[0]), rng=0, jobs=jobs, verbose=False)
+    QueryAttack(gm.target, schema, rng=0, n_jobs=jobs).fit(gm.shadow, gm.shadow_labels).score(gm.test, gm.test_labels)
+    t_game = time.perf_counter() - t0
+    say(f"\nbaseline (our own earlier code, the paper's protocol): the per-record game, {n_shadow:,} + {n_test} datasets, all queries + "
+        f"random forest, one record measured whole: {t_game:.1f} s; {N:,} records: {t_game * N / 86400:.1f} days")
+    say(f"ratio: {t_game * N / total:.0f}x")
+    return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, game_per_record=t_game, ratio=t_game * N / total)

@@ -21,11 +21,12 @@ from ..core.validate import check_int, check_n_jobs, check_choice, check_float, 
 from ..queries import _check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
-from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, FAMILIES, QUERY, FeaturePlan, crossfit_record,
+from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, FAMILIES, QUERY, FeaturePlan, StackedPool, crossfit_record,
                                          feature_plan, membership_row, pair_features, stack_pool, transform_features)
 
 # %% auto #0
-__all__ = ['PoolModel', 'AuditPool', 'plan_pool', 'check_attacks', 'audit_plan', 'score_record', 'selector_table', 'audit']
+__all__ = ['DESIGNS', 'PoolModel', 'AuditPool', 'plan_pool', 'check_attacks', 'audit_plan', 'score_record', 'selector_table',
+           'audit', 'PopulationPool', 'plan_population', 'population_stack']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -75,7 +76,8 @@ def plan_pool(pm: PoolModel, targets: np.ndarray, n_datasets: int, rng=None, p_i
     expect_in = p_in * len(targets)
     if expect_in + 4 * math.sqrt(expect_in) > pm.dataset_size:
         raise ValueError(f"{len(targets)} audited records, each IN with probability {p_in:g}, overflow training sets of "
-                         f"dataset_size={pm.dataset_size}; audit at most about {int(pm.dataset_size / p_in * 0.9)} records at once, or raise dataset_size")
+                         f"dataset_size={pm.dataset_size}; audit at most about {int(pm.dataset_size / p_in * 0.9)} records at once, raise "
+                         "dataset_size, or use the population design (design='population'), which audits every record of the data")
     if len(aux) < pm.dataset_size:
         raise ValueError(f"only {len(aux)} records of Ω are left to fill the training sets once the audited records and their "
                          f"duplicates are removed; dataset_size={pm.dataset_size} needs more")
@@ -162,11 +164,23 @@ def _check_pool_sizes(membership: np.ndarray, folds: int, targets: np.ndarray) -
                       f"interval of ±{(hi - lo) / 2:.2f}, and TPR at FPR 0.01 needs 100 OUT datasets, 0.001 needs 1,000; "
                       "use n_datasets >= 1,000 for intervals of about ±0.05", ScaleWarning, stacklevel=3)
 
+DESIGNS = ("auto", "bernoulli", "population")
+
+def _design(design: str, records, n_targets: int, dataset_size: int, n_datasets) -> str:
+    "auto: population for records='all', or when the records would overflow a Bernoulli pool and no n_datasets was asked for."
+    if design != "auto": return design
+    if isinstance(records, str) and records == "all": return "population"
+    overflow = n_targets / 2 + 4 * math.sqrt(n_targets / 2) > dataset_size
+    return "population" if overflow and n_datasets is None else "bernoulli"
+
 def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           generator: str = "baynet",  # a key of GENERATORS
           *,
           records="all",  # "all", a number of records (a seeded random sample), or row ids
-          n_datasets: int = 1000,  # M: synthetic datasets in the pool (each record is IN about M/2 of them)
+          design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), or "auto"
+          n_datasets: int | None = None,  # bernoulli: M, the synthetic datasets in the pool (default 1,000)
+          n_in: int = 1000,  # population: every record is IN at least this many datasets and scored against as many OUT
+          
           dataset_size: int = 1000,  # |D| = |D^s|
           generator_params: dict | None = None,
           schema: Schema | None = None,
@@ -196,7 +210,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     screen = check_int("screen", screen, lo=1)
     delta = check_float("delta", delta, 0.0, 1.0, hi_open=True)
     n_jobs = check_n_jobs("n_jobs", n_jobs)
-    M = check_int("n_datasets", n_datasets, lo=2 * folds)
+    check_choice("design", design, DESIGNS)
     if isinstance(data, pd.DataFrame): df, label = data, "custom"
     else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
     label = name or label
@@ -206,9 +220,19 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label)
     targets = _targets(records, pm.population, rng)
+    design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
+    if design == "population":
+        if n_datasets is not None:
+            raise ValueError(f"n_datasets={n_datasets}: the population design derives the pool from n_in ({n_in} blocks of "
+                             f"{-(-len(pm.population) // pm.dataset_size)} datasets); pass n_in, not n_datasets")
+        n_in = check_int("n_in", n_in, lo=folds)
+        M = n_in * -(-len(pm.population) // pm.dataset_size)
+    else:
+        M = check_int("n_datasets", 1000 if n_datasets is None else n_datasets, lo=2 * folds)
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=generator, generator_params=pm.generator_params,
-                  dataset_size=pm.dataset_size, n_datasets=M, attacks=list(attacks), order=order,
+                  dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design == "population" else {}),
+                  attacks=list(attacks), order=order,
                   n_queries=plan.n_query, subsets=int(subsets), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -216,11 +240,14 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
     if verbose:
         print(f"achilles audit | {label} | {generator} | {len(targets)} records ({len(targets) - len(todo)} already audited) | "
-              f"{M} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
+              f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, features=0.0, classifiers=0.0)
     rows = []
-    if len(todo):
+    if len(todo) and design == "population":
+        rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
+                                 cache_dir, root, n_jobs, verbose, times)
+    elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times)
     out = store.read("audit", run) if store is not None else pd.DataFrame(rows)
@@ -276,3 +303,147 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
     bar.close()
     times.update(generated=counts["generated"], cached=counts["cached"])
     return rows
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #6406795c
+@dataclass(frozen=True, eq=False)
+class PopulationPool:
+    "A pool whose training sets are uniformly random |D|-subsets of Ω, in `n_in` blocks that each cover Ω once."
+    specs: list  # M `DatasetSpec`s
+    group: np.ndarray  # (N,) value group of each record of Ω: exact copies share one (a dataset holding a copy holds the record)
+    ptr: np.ndarray  # (groups + 1,) the datasets holding group g are idx[ptr[g]:ptr[g+1]]
+    idx: np.ndarray  # dataset numbers (int32), grouped by value group
+    n_in: int  # blocks: every record is IN at least this many datasets
+
+    @property
+    def n_datasets(self) -> int: return len(self.specs)
+
+    def record_datasets(self, record: int, rng) -> tuple:
+        "(IN datasets, OUT datasets) of one record: all datasets holding it or a copy, and as many drawn from the others."
+        g = self.group[record]
+        ins = np.unique(self.idx[self.ptr[g]:self.ptr[g + 1]]).astype(np.int64)
+        M, n = self.n_datasets, len(ins)
+        if M - n < n:
+            raise ValueError(f"record {record} is IN {n} of the {M} datasets: too few OUT datasets to match them; "
+                             "the population must be at least twice dataset_size")
+        cand = np.random.default_rng(rng).choice(M, size=min(M, 2 * n), replace=False)
+        out = cand[~np.isin(cand, ins)][:n]
+        return ins, np.sort(out)
+
+def plan_population(pm: PoolModel, n_in: int = 1000, rng=None) -> PopulationPool:
+    "`n_in` blocks, each a random partition of Ω into training sets of |D| records (the last one filled up at random)."
+    N, D = len(pm.population), pm.dataset_size
+    n_in = check_int("n_in", n_in, lo=2)
+    if N < 2 * D:
+        raise ValueError(f"the population has {N} records; population mode needs at least 2 x dataset_size = {2 * D} "
+                         "(each record needs as many datasets without it as with it)")
+    per, full = -(-N // D), N // D
+    root = seed_root(rng)
+    rows = np.empty((n_in * per, D), np.int32)
+    for b in range(n_in):
+        perm = np.random.default_rng(seed_child(seed_child(root, 0), b)).permutation(N).astype(np.int32)
+        rows[b * per:b * per + full] = perm[:full * D].reshape(full, D)
+        if per > full:
+            left = perm[full * D:]
+            fill = np.random.default_rng(seed_child(seed_child(root, 1), b)).choice(perm[:full * D], D - len(left), replace=False)
+            rows[b * per + full] = np.concatenate([left, fill])
+    rows.sort(axis=1)
+    t = pm.encoded
+    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
+    group = group.ravel().astype(np.int64)
+    g_of = group[rows]  # (M, D)
+    order = np.argsort(g_of.ravel(), kind="stable")
+    idx = (order // D).astype(np.int32)
+    ptr = np.zeros(int(group.max()) + 2, np.int64); ptr[1:] = np.cumsum(np.bincount(g_of.ravel(), minlength=int(group.max()) + 1))
+    specs = []
+    for j in range(len(rows)):
+        ss = seed_child(seed_child(root, 2), j)
+        specs.append(DatasetSpec("population", j, 0, rows[j], ss, dataset_key(pm, rows[j], None, ss)))
+    return PopulationPool(specs, group, ptr, idx, n_in)
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #6d90764f
+def _code_dtype(schema: Schema):
+    "The narrowest unsigned type that holds every code of the schema."
+    top = max([len(c.categories) for c in schema.columns if c.kind == "categorical"] or [1])
+    return np.uint8 if top <= 256 else np.uint16 if top <= 65536 else np.int32
+
+def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs=1, verbose=True, block: int = 2000) -> StackedPool:
+    "Generate (or load from the cache) every dataset of a population pool, stacked for `pair_features`."
+    from achilles.core.runtime import check_memory
+    M, D = pool.n_datasets, pm.dataset_size
+    C, Dc = len(pm.schema.cat_idx), len(pm.schema.cont_idx)
+    dt = _code_dtype(pm.schema)
+    check_memory(f"a population pool of {M:,} datasets of {D:,} records", M * D * (C * np.dtype(dt).itemsize + 8 * Dc + 8),
+                 hint="lower n_in, or audit fewer records with the Bernoulli design (design='bernoulli')")
+    cat, cont = np.empty((C, M * D), dt), np.empty((Dc, M * D))
+    bar = progress(total=M, desc=f"pool ({pm.generator})", verbose=verbose)
+    counts = dict(generated=0, cached=0)
+    for s in range(0, M, block):
+        data, c = generate_datasets(pm, pool.specs[s:s + block], pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)
+        for k, e in enumerate(data):
+            if e.n != D: raise ValueError(f"the generator returned {e.n} records for dataset {s + k}; the pool needs {D}")
+            a = (s + k) * D
+            cat[:, a:a + D] = e.cat.T; cont[:, a:a + D] = e.cont.T
+        counts["generated"] += c["generated"]; counts["cached"] += c["cached"]
+        bar.update(len(data))
+    bar.close()
+    st = StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), np.arange(M + 1, dtype=np.int64) * D)
+    object.__setattr__(st, "counts", counts)
+    return st
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
+def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
+                     run, meta, root, n_jobs, verbose, times, chunk=None):
+    "Score the records `todo` of a population pool; one row per record, stored as it is scored."
+    threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
+    workers = threads or 1
+    per_record = 2 * pool.n_in * max(plan.n_features, 1) * 4
+    chunk = chunk or max(1, int(256e6 // per_record))
+    rows = []
+    bar = progress(total=len(todo), desc="records", verbose=verbose)
+    for s in range(0, len(todo), chunk):
+        part = todo[s:s + chunk]
+        t = time.perf_counter()
+        sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
+        pd_ = np.concatenate([np.concatenate([i, o]) for i, o in sets])
+        pt = np.concatenate([np.full(len(i) + len(o), k) for k, (i, o) in enumerate(sets)])
+        X = pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads)
+        bounds = np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])]
+        times["features"] += time.perf_counter() - t
+        t = time.perf_counter()
+        def one(k):
+            i, o = sets[k]
+            y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
+            return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
+                                rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1)
+        with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
+            for k, fig in enumerate(ex.map(one, range(len(part)))):
+                rid = int(part[k])
+                row = dict(record=rid, **fig, **sel.iloc[s + k].to_dict(), **meta)
+                if store is not None: store.append("audit", run, rid, row)
+                rows.append(row)
+                bar.update(1)
+        times["classifiers"] += time.perf_counter() - t
+    bar.close()
+    return rows
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
+def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
+                      root, n_jobs, verbose, times):
+    "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
+    t = time.perf_counter()
+    pool = plan_population(pm, n_in, rng=seed_child(root, 6))
+    lo, hi = auc_interval(0.5, n_in, n_in)
+    if hi - lo > 0.1:
+        warnings.warn(f"n_in={n_in} gives each record {n_in} IN and {n_in} OUT datasets: an AUC of 0.5 has a 95% interval of "
+                      f"±{(hi - lo) / 2:.2f}; use n_in >= 1,000 for intervals of about ±0.03", ScaleWarning, stacklevel=3)
+    sel = selector_table(pm.population, pm.schema, todo, selectors) if selectors else pd.DataFrame(index=range(len(todo)))
+    times["plan"] += time.perf_counter() - t
+    t = time.perf_counter()
+    stacked = population_stack(pm, pool, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
+    times["generation"] += time.perf_counter() - t
+    times.update(stacked.counts)
+    meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
+                design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
+                n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
+    return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
+                            n_jobs, verbose, times, chunk)
