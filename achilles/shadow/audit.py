@@ -398,31 +398,38 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     workers = threads or 1
     per_record = 2 * pool.n_in * max(plan.n_features, 1) * 4
     chunk = chunk or max(1, int(256e6 // per_record))
-    rows = []
-    bar = progress(total=len(todo), desc="records", verbose=verbose)
-    for s in range(0, len(todo), chunk):
+    def features(s):  # one chunk's pairs; the kernel releases the GIL, so the next chunk's features overlap this chunk's scoring
+        t0 = time.perf_counter()
         part = todo[s:s + chunk]
-        t = time.perf_counter()
         sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
         pd_ = np.concatenate([np.concatenate([i, o]) for i, o in sets])
         pt = np.concatenate([np.full(len(i) + len(o), k) for k, (i, o) in enumerate(sets)])
         X = pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads)
-        bounds = np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])]
-        times["features"] += time.perf_counter() - t
-        t = time.perf_counter()
-        def one(k):
-            i, o = sets[k]
-            y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
-            return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
-                                rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1)
-        with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
+        return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])], time.perf_counter() - t0
+    rows = []
+    bar = progress(total=len(todo), desc="records", verbose=verbose)
+    starts = list(range(0, len(todo), chunk))
+    with ThreadPoolExecutor(max_workers=1) as fx, limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
+        nxt = fx.submit(features, starts[0]) if starts else None
+        for n_chunk, s in enumerate(starts):
+            t = time.perf_counter()
+            part, sets, X, bounds, t_feat = nxt.result()
+            times["features"] += t_feat
+            times["waiting for features"] = times.get("waiting for features", 0.0) + time.perf_counter() - t
+            nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
+            t = time.perf_counter()
+            def one(k, part=part, sets=sets, X=X, bounds=bounds):
+                i, o = sets[k]
+                y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
+                return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
+                                    rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1)
             for k, fig in enumerate(ex.map(one, range(len(part)))):
                 rid = int(part[k])
                 row = dict(record=rid, **fig, **sel.iloc[s + k].to_dict(), **meta)
                 if store is not None: store.append("audit", run, rid, row)
                 rows.append(row)
                 bar.update(1)
-        times["classifiers"] += time.perf_counter() - t
+            times["classifiers"] += time.perf_counter() - t
     bar.close()
     return rows
 
