@@ -47,7 +47,7 @@ def machine_line(info: dict | None = None) -> str:
           f"LLVM target {i.get('llvm_cpu', '?')})")
     return f"machine: {i['model']} | {i['usable_cores']} of {i['cores']} cores usable | vector extensions: {vec}{nb}"
 
-BASELINE_KINDS = ("peer library", "vectorised numpy/scipy", "our own earlier code", "none")
+BASELINE_KINDS = ("peer library", "vectorised numpy/scipy", "our own code", "none")
 
 def baseline_line(kind: str,  # one of BASELINE_KINDS
                   what: str,  # the baseline, in words

@@ -59,7 +59,9 @@ def bench_distance(dataset: str = "adult",  # "adult" (all 45,222 records) or "c
                    baseline: bool = True,  # also time the numpy/BLAS baseline (minutes on the full data)
                    ) -> dict:
     "Time `vulnerability_scores` (cosine) against the numpy/BLAS baseline in the same run; check they agree to 1e-9."
-    if verbose: print(machine_line())
+    if verbose:
+        print(machine_line())
+        print(baseline_line("vectorised numpy/scipy", "one-hot + blocked scikit-learn cosine_similarity (BLAS) + np.partition"))
     import numba
     df, schema = load_dataset(dataset, path)
     if n is not None:
