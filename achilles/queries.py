@@ -56,7 +56,7 @@ def _match_masks(cat, cont, tcat, tcont, cat_bits, cont_bits, out):
 
 @njit(cache=True)
 def _superset_sums(h, n_features):
-    "Zeta transform in place: h[A] <- sum of h[m] over all masks m that contain A."
+    "Zeta transform in place, one bit at a time: h[A] <- sum of h[m] over all masks m that contain A."
     size = h.shape[0]
     for j in range(n_features):
         b = np.int64(1) << j
@@ -64,13 +64,44 @@ def _superset_sums(h, n_features):
             for m in range(base, base + b):
                 h[m] += h[m + b]
 
+_ZETA_LOW_BITS = 6  # the blocked transform sums the 6 lowest bits per record, into rows of 64 counts
+_ZETA_BLOCKED_MIN = 10  # below this many attributes, or with more than F 2^F / 8 records, the plain transform is faster
+
+@njit(cache=True)
+def _add_row(dst, src):
+    "dst += src, element by element (a loop LLVM turns into vector additions)."
+    for k in range(dst.shape[0]): dst[k] += src[k]
+
+@njit(cache=True)
+def _zeta_blocked(masks, n_features, h):
+    "Histogram + zeta transform of `masks` into the zeroed `h` (length 2^F, F > 6): low 6 bits per record, high bits by rows."
+    L = _ZETA_LOW_BITS
+    W = np.int64(1) << L
+    R = h.shape[0] >> L
+    H = h.reshape((R, W))
+    for i in range(masks.shape[0]):
+        m = masks[i]
+        row, outside = H[m >> L], ~(m & (W - 1))
+        for s in range(W): row[s] += (s & outside) == 0  # every column s that is a subset of m's low bits
+    for j in range(n_features - L):
+        b = np.int64(1) << j
+        for base in range(0, R, 2 * b):
+            for r in range(base, base + b): _add_row(H[r], H[r + b])
+
 @njit(cache=True)
 def _all_counts(masks, n_features):
-    "All 2^F query answers from the match masks (histogram + zeta transform)."
-    h = np.zeros(np.int64(1) << n_features, np.int64)
-    for i in range(masks.shape[0]): h[masks[i]] += 1
-    _superset_sums(h, n_features)
-    return h
+    "All 2^F query answers from the match masks (histogram + zeta transform), as int64."
+    size = np.int64(1) << n_features
+    if n_features < _ZETA_BLOCKED_MIN or masks.shape[0] * 8 > n_features * size or masks.shape[0] >= 2**31:
+        out = np.zeros(size, np.int64)
+        for i in range(masks.shape[0]): out[masks[i]] += 1
+        _superset_sums(out, n_features)
+        return out
+    work = np.zeros(size, np.int32)  # int32 counts: fewer than 2^31 records cannot overflow them
+    _zeta_blocked(masks, n_features, work)
+    out = np.empty(size, np.int64)
+    for k in range(size): out[k] = work[k]
+    return out
 
 @njit(cache=True)
 def _direct_counts(masks, subsets, out):

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core.registry import Registry
 
 # %% auto #0
-__all__ = ['BENCHES', 'cpu_info', 'machine_line']
+__all__ = ['BASELINE_KINDS', 'BENCHES', 'cpu_info', 'machine_line', 'baseline_line']
 
 # %% ../../nbs/50_perf/50_perf.ipynb #870c34f5
 _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
@@ -46,6 +46,15 @@ def machine_line(info: dict | None = None) -> str:
     nb = (f" | numba {i['numba']} ({i.get('numba_threads', '?')} threads, layer {i.get('threading_layer', '?')}, "
           f"LLVM target {i.get('llvm_cpu', '?')})")
     return f"machine: {i['model']} | {i['usable_cores']} of {i['cores']} cores usable | vector extensions: {vec}{nb}"
+
+BASELINE_KINDS = ("peer library", "vectorised numpy/scipy", "our own code", "none")
+
+def baseline_line(kind: str,  # one of BASELINE_KINDS
+                  what: str,  # the baseline, in words
+                  ) -> str:
+    "The line a benchmark prints to name a baseline and its kind (printed after the machine line, one per baseline)."
+    if kind not in BASELINE_KINDS: raise ValueError(f"kind={kind!r} is not a baseline kind; use one of {BASELINE_KINDS}")
+    return f"baseline ({kind}): {what}"
 
 # %% ../../nbs/50_perf/50_perf.ipynb #a17c3528
 BENCHES = Registry("benchmark")

@@ -14,7 +14,7 @@ from ..core.data import Schema, Encoded, encode, load_dataset, census_path, CENS
 from ..core.rng import check_rng, child_seeds, int_seed
 from ..core.runtime import one_core
 from ..generators import GENERATORS, make_generator
-from . import machine_line
+from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['BENCH_GENERATORS', 'ADAPTERS', 'one_core', 'bench_generators', 'bench_adapters']
@@ -182,7 +182,10 @@ def bench_generators(n_train: int = 1000,  # training records
     "Time fit + sample of each generator (one core) against DataSynthesizer, and shadow-fitting throughput with joblib."
     from achilles.core.validate import check_int
     repeats, baseline_repeats = check_int("repeats", repeats, lo=1), check_int("baseline_repeats", baseline_repeats, lo=1)
-    if verbose: print(machine_line())
+    if verbose:
+        print(machine_line())
+        print(baseline_line("peer library", "DataSynthesizer (BayNet's and PrivBayes' algorithm), run in its own process"))
+        print(baseline_line("peer library", "hazy's py-synthpop, the paper's SynthPop (its own venv, $ACHILLES_SYNTHPOP_PYTHON)"))
     if n is not None: n_train = n_sample = n
     if dataset is not None: datasets = (dataset,)
     gens = dict(generators if generators is not None else BENCH_GENERATORS)

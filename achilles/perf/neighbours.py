@@ -14,7 +14,7 @@ from ..core.data import load_dataset
 from ..core.validate import check_bool, check_int
 from ..distance import vulnerability_scores
 from ..neighbours import NeighbourData, nearest
-from . import machine_line
+from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['sklearn_vulnerability_scores', 'anonymeter_style_nearest', 'bench_neighbours']
@@ -89,7 +89,12 @@ def bench_neighbours(dataset: str = "adult",  # "adult", "census" or a CSV path 
                      verbose: bool = True,  # print the results
                      ) -> dict:
     "Time V_k and Gower k = 1 through the engine against today's kernel, scikit-learn and anonymeter's algorithm."
-    if verbose: print(machine_line())
+    if verbose:
+        print(machine_line())
+        print(baseline_line("vectorised numpy/scipy", "scikit-learn NearestNeighbors (brute force) on an embedding with the same "
+                            "distances (the headline ratios)"))
+        print(baseline_line("our own code", "today's V_k kernel (distance.vulnerability_scores); anonymeter's algorithm "
+                            "(brute force + full argsort per query) written by us in numba"))
     repeats = check_int("repeats", repeats, lo=1); baseline = check_bool("baseline", baseline)
     df, schema = load_dataset(dataset, path)
     if n is not None: df = df.iloc[: check_int("n", n, lo=k + 1, hi=len(df))].reset_index(drop=True)

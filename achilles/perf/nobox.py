@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..core.data import load_dataset
 from ..core.validate import check_int, check_fraction
-from . import machine_line
+from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['bench_nobox', 'bench_peers', 'jittered_adult', 'bench_million']
@@ -52,6 +52,9 @@ def bench_nobox(n: int = 10_000,  # records in each of train, synthetic and cont
     n = check_int("n", n, lo=100, hi=15_000); repeats = check_int("repeats", repeats, lo=1)
     say = print if verbose else (lambda *a, **k: None)
     say(machine_line())
+    say(baseline_line("none", "the whole privacy_report: no peer runs all of these metrics; its time is set against the target"))
+    say(baseline_line("peer library", "anonymeter 1.1's singling-out, linkability and inference attacks in their own venv "
+                      "($ACHILLES_ANONYMETER_PYTHON), at equal attack counts"))
     df, _ = load_dataset("adult")
     s = leaky_setting(df, 0.5, n_train=n, rng=0)
     warm = leaky_setting(df, 0.5, n_train=300, rng=1)
@@ -142,6 +145,10 @@ def bench_peers(n: int = 10_000,  # records in each of train, synthetic and cont
     n = check_int("n", n, lo=100, hi=15_000)
     say = print if verbose else (lambda *a, **k: None)
     if _machine: say(machine_line())
+    say(baseline_line("peer library", "SynthEval's code (this venv) and SDMetrics' code (its venv, $ACHILLES_SDMETRICS_PYTHON)"))
+    say(baseline_line("vectorised numpy/scipy", "Synth-MIA's searches as its code writes them (scipy cKDTree, scikit-learn "
+                      "NearestNeighbors; Synth-MIA is not on PyPI)"))
+    say(baseline_line("none", "synthcity's four (synthcity does not install beside our pins)"))
     df, schema = load_dataset("adult")
     s = leaky_setting(df, 0.5, n_train=n, rng=0)
     cat = schema.categorical
@@ -185,8 +192,11 @@ def bench_peers(n: int = 10_000,  # records in each of train, synthetic and cont
     for m in names:
         kind, fig, sec, err = theirs.get(m, ("none: synthcity does not install; same k-means" if m in _SYNTHCITY else
                                              f"skipped: set {SDMETRICS_ENV}" if m in _SDMETRICS else "skipped", math.nan, math.nan, None))
+        bkind = ("none" if m in _SYNTHCITY or sec != sec else "vectorised numpy/scipy" if m in ("dcr_diff", "dpi")
+                 else "peer library")
         rows.append(dict(metric=m, ours_figure=ours[m][0], peer_figure=fig, ours_s=ours[m][1], peer_s=sec,
-                         ratio=sec / ours[m][1] if sec == sec else math.nan, baseline=kind + (f" (error: {err})" if err else "")))
+                         ratio=sec / ours[m][1] if sec == sec else math.nan, baseline_kind=bkind,
+                         baseline=kind + (f" (error: {err})" if err else "")))
     t = pd.DataFrame(rows)
     say(f"\nthe peers' metrics, leaky Adult f=0.5, {n:,} records each in train / synthetic / control; ours after a warm-up; "
         "ratio = peer seconds / ours (target >= 20x)")
@@ -218,6 +228,8 @@ def bench_million(n: int = 1_000_000,  # records in each of train and synthetic
     n = check_int("n", n, lo=100)
     say = print if verbose else (lambda *a, **k: None)
     say(machine_line())
+    say(baseline_line("none", "no peer runs at this size (SynthEval builds n x n matrices, SDMetrics' DCR grows as n^2); "
+                      "seconds and peak memory against the targets"))
     df, schema = load_dataset("adult")
     tr, sy = jittered_adult(n, rng=0), jittered_adult(n, rng=1)
     T, S = NeighbourData.from_frame(tr, schema), NeighbourData.from_frame(sy, schema)

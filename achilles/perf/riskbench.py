@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..core.data import load_dataset
 from ..core.validate import check_int
-from . import machine_line
+from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['bench_riskbench']
@@ -21,37 +21,50 @@ def bench_riskbench(n: int = 10_000,  # training records (|D_t|); the release an
                     jobs: int | None = None,  # parallel releases (processes) for the sweep (None: all cores)
                     verbose: bool = True,
                     ) -> dict:
-    "Time the Adult leaky sweep (6 levels, every metric) with `run_riskbench`, beside a hand-written loop of `privacy_report`."
+    "Time the Adult leaky sweep (6 levels, every metric) with `run_riskbench`, beside a hand-written loop of `privacy_report` run before and after it."
     from achilles.experiments.riskbench import run_riskbench, summary_table
-    from achilles.nobox import METRICS, leaky_setting
+    from achilles.nobox import leaky_setting
     from achilles.nobox.report import privacy_report
     n = check_int("n", n, lo=100, hi=10_000)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     jobs = cores if jobs is None else check_int("jobs", jobs, lo=1)
     say = print if verbose else (lambda *a, **k: None)
     say(machine_line())
+    say(baseline_line("our own code", "leaky_setting + privacy_report once per level, serially, in this process (numba on every core); "
+                      "timed before and after the sweep, the faster counts"))
     df, _ = load_dataset("adult")
     levels = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     t0 = time.perf_counter()
     run_riskbench(df, "leaky", levels=(0.0, 1.0), n_train=300, utility=False, rng=1, verbose=False)
-    say(f"warm-up (numba kernels compiled or loaded, 300 records): {time.perf_counter() - t0:.1f} s")
+    say(f"warm-up (numba kernels compiled or loaded in this process, 300 records): {time.perf_counter() - t0:.1f} s")
+    def loop():
+        t0 = time.perf_counter()
+        for f in levels:
+            s = leaky_setting(df, f, n_train=n, n_reference=n // 2, rng=0)
+            privacy_report(s.train, s.synthetic, s.control, rng=0)
+        return time.perf_counter() - t0
+    t_loop1 = loop()
     t0 = time.perf_counter()
     rows = run_riskbench(df, "leaky", levels=levels, n_train=n, utility=False, rng=0, n_jobs=jobs, verbose=False)
     t_sweep = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for f in levels:
-        s = leaky_setting(df, f, n_train=n, n_reference=n // 2, rng=0)
-        privacy_report(s.train, s.synthetic, s.control, rng=0)
-    t_loop = time.perf_counter() - t0
+    t_loop2 = loop()
+    t_loop = min(t_loop1, t_loop2)
     per_metric = rows.groupby("metric", sort=False)["seconds"].sum()
-    evals = n * len(METRICS) * len(levels)
-    say(f"\nAdult leaky sweep, {len(levels)} levels x {len(METRICS)} metrics, {n:,} records each in train / release / control:")
-    say(f"  run_riskbench (jobs={jobs}):             {t_sweep:6.1f} s   (target: <= 60 s on 2 cores)")
-    say(f"  baseline, privacy_report per level:      {t_loop:6.1f} s")
-    say(f"  ratio baseline / sweep: {t_loop / t_sweep:.2f}x;  {len(levels) / t_sweep * 60:.1f} releases per minute;  "
+    n_metrics = len(per_metric)
+    evals = n * n_metrics * len(levels)
+    ratio = t_loop / t_sweep
+    say(f"\nAdult leaky sweep, {len(levels)} levels x {n_metrics} metrics, {n:,} records each in train / release / control:")
+    say(f"  run_riskbench (jobs={jobs}, worker start-up included): {t_sweep:6.1f} s   (target: <= 60 s on 2 cores: "
+        f"{'met' if t_sweep <= 60 else 'NOT met'})")
+    say(f"  baseline, privacy_report per level:                  {t_loop1:6.1f} s before the sweep, {t_loop2:.1f} s after")
+    say(f"  ratio baseline / sweep: {ratio:.2f}x ("
+        + ("the sweep is faster" if ratio >= 1.05 else "the sweep is no faster than the serial loop: no speed-up claimed") + ");  "
+        f"{len(levels) / t_sweep * 60:.1f} releases per minute;  "
         f"{evals / t_sweep / cores:,.0f} record-metric evaluations per second per core ({cores} cores)")
     say("\nseconds per metric, summed over the levels (inside the worker processes):")
     say(per_metric.round(2).to_string())
     say("\nthe sweep's values:")
     say(summary_table(rows).to_string(float_format=lambda v: f"{v:.3f}"))
-    return dict(n=n, jobs=jobs, sweep_seconds=t_sweep, baseline_seconds=t_loop, ratio=t_loop / t_sweep, per_metric=per_metric, rows=rows)
+    return dict(n=n, jobs=jobs, n_metrics=n_metrics, sweep_seconds=t_sweep, baseline_seconds=t_loop,
+                baseline_seconds_runs=(t_loop1, t_loop2), ratio=ratio, baseline_kind="our own code",
+                per_metric=per_metric, rows=rows)
