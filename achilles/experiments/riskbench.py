@@ -388,10 +388,12 @@ class Canary(RiskModel):
                  base: str = "leaky",  # the risk model that builds each canary's release (its levels are the canary sweep's)
                  n_canaries: int = 100,  # canary records per replicate (the paper: 100)
                  secret: str | None = None,  # the attribute replaced (None: the schema's last column)
+                 base_params: dict | None = None,  # the base model's own parameters (e.g. mode='replace' for leaky)
                  ):
         if base == "canary" or base not in RISK_MODELS: raise ValueError(f"base={base!r} must be one of {[m for m in RISK_MODELS if m != 'canary']}")
         self.base, self.n_canaries, self.secret = base, check_int("n_canaries", n_canaries, lo=1), secret
-        self.base_ = RISK_MODELS.make(base)
+        self.base_params = dict(base_params or {})
+        self.base_ = RISK_MODELS.make(base, **self.base_params)
 
     @property
     def level_name(self): return self.base_.level_name
