@@ -261,7 +261,7 @@ def test_dataset_label(tmp_path):
     assert dataset_label("adult.csv") == "file:adult.csv"
     with pytest.raises(ValueError) as e:
         dataset_label("mnist")
-    assert "adult, census" in one_line(e)
+    assert "adult, adult_full, census" in one_line(e)
 
 
 def test_table_fingerprint(adult):

@@ -112,8 +112,9 @@ def test_oracle_independent(leak):
 
 @pytest.mark.parametrize("f", [0.5, 1.0])
 def test_realistic_monotone_and_auc_of_distance(leak, f):
+    "With one shared bandwidth (our earlier form, an option) the realistic attack is a decreasing function of the distance."
     s = leak[f]
-    a = KDEMembershipAttack("realistic")
+    a = KDEMembershipAttack("realistic", shared_bandwidth=True)
     r = a.evaluate(s.train, s.synthetic, s.control, rng=0)
     o = np.argsort(a.test_distances_, kind="stable")
     assert np.all(np.diff(r.scores[o]) <= 1e-12)
@@ -208,3 +209,23 @@ def test_cli(tmp_path, leak):
     assert len(rows) == 1 and rows["item"].iloc[0] == "kde_membership_realistic" and 0 <= rows["value"].iloc[0] <= 1
     assert main(base + ["--variant", "realistic", "--threshold", "120", "--results", ""]) == 2
     assert main(base[:-2] + ["--results", ""]) == 2  # no holdout
+
+
+def test_paper_reading_options(leak):
+    "The paper's reading (d < threshold, a Scott bandwidth per group, floor only for a point mass) against our earlier form."
+    s = leak[0.5]
+    paper = KDEMembershipAttack("realistic", threshold=50).fit(s.train, s.synthetic, s.control, rng=0)
+    ours = KDEMembershipAttack("realistic", threshold=50, split="<=", shared_bandwidth=True, floor="always").fit(
+        s.train, s.synthetic, s.control, rng=0)
+    d, tau = paper.fit_distances_, np.percentile(paper.fit_distances_, 50)
+    km, kn = paper.kdes_[50.0]
+    from achilles.nobox.kde import kde_bandwidth
+    assert math.isclose(km.h, kde_bandwidth(d[d < tau])) and math.isclose(kn.h, kde_bandwidth(d[d >= tau]))
+    om, on = ours.kdes_[50.0]
+    assert om.h == on.h == max(kde_bandwidth(d), 0.1 * np.diff(np.unique(d)).min())
+    # a point mass still gets a finite KDE under the paper's reading
+    r = KDEMembershipAttack().evaluate(s.train, s.train, s.control, rng=0)
+    assert np.isfinite(r.metrics["auc"])
+    with pytest.raises(ValueError, match="split"): KDEMembershipAttack(split="lt")
+    with pytest.raises(ValueError, match="floor"): KDEMembershipAttack(floor="never")
+    with pytest.raises(TypeError, match="shared_bandwidth"): KDEMembershipAttack(shared_bandwidth="yes")

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.runtime import atomic_write
 
 # %% auto #0
-__all__ = ['SCALES', 'FIGURES_ENV', 'figures_dir', 'save_figure']
+__all__ = ['SCALES', 'FIGURES_ENV', 'Z_CRIT', 'figures_dir', 'save_figure', 'mean_z']
 
 # %% ../../nbs/40_experiments/41_figures.ipynb #e061b0a3
 SCALES = ("paper", "reduced")
@@ -51,3 +51,19 @@ def save_figure(fig,  # a matplotlib Figure
     png = atomic_write(folder / f"{name}.png", buf.getvalue())
     atomic_write(folder / f"{name}.json", (json.dumps(meta, indent=2, default=str) + "\n").encode())
     return png
+
+# %% ../../nbs/40_experiments/41_figures.ipynb #0fc8a390
+Z_CRIT = 1.96  # two-sided 5 % threshold of the normal
+
+def mean_z(mean: float, std: float, n: int,  # ours: mean, standard deviation (ddof=1), sample size
+           ref_mean: float, ref_std: float, ref_n: int = 10,  # the paper's (10 records per selector in the Achilles paper)
+           ) -> float:
+    "Two-sample z of two means from their standard deviations and sizes: (mean − ref_mean) / sqrt(std²/n + ref_std²/ref_n)."
+    import math
+    for name, v in (("n", n), ("ref_n", ref_n)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 2: raise ValueError(f"{name}={v!r} must be an int >= 2")
+    for name, v in (("std", std), ("ref_std", ref_std)):
+        if not v >= 0: raise ValueError(f"{name}={v!r} must be a standard deviation >= 0")
+    se = math.sqrt(std ** 2 / n + ref_std ** 2 / ref_n)
+    if se == 0: return 0.0 if mean == ref_mean else math.copysign(math.inf, mean - ref_mean)
+    return (mean - ref_mean) / se

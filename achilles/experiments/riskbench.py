@@ -106,10 +106,16 @@ def _fit_sample(generator: str, schema: Schema, params: dict, train: pd.DataFram
 
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #81a16971
 class Leaky(RiskModel):
-    "The leaky risk model (Sec. 5.1.1): the release with a fraction f_l of the training records copied in."
+    "The leaky risk model (Sec. 5.1.1): the release with a fraction f_l of the training records added (or, mode='replace', swapped in)."
     level_name = "f_l"
     default_levels = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     needs_generator = False
+
+    def __init__(self,
+                 mode: str = "add",  # "add": D_r plus the leaked rows (the paper's Sec. 5.1.1); "replace": leaked rows replace rows of D_r
+                 ):
+        if mode not in ("add", "replace"): raise ValueError(f"mode={mode!r} is not allowed; use 'add' (the paper's) or 'replace'")
+        self.mode = mode
 
     def check_level(self, level) -> float: return check_float("level (f_l)", level, lo=0.0, hi=1.0)
 
@@ -118,14 +124,21 @@ class Leaky(RiskModel):
             raise ValueError(f"the leaky model needs a release at least as large as the training set (to leak all of it at f_l = 1); "
                              f"got release {len(split.release):,} < train {len(split.train):,}")
         g = check_rng(rng)
-        return dict(order=g.permutation(len(split.train)), slots=g.permutation(len(split.release)))
+        state = dict(order=g.permutation(len(split.train)), slots=g.permutation(len(split.release)))
+        if self.mode == "add":  # where each training row goes if leaked: a random place among the release rows, which keep their order
+            state.update(key_train=g.random(len(split.train)) * len(split.release))
+        return state
 
     def setting(self, split, schema, level, generator, params, state, rng):
         f = self.check_level(level)
         n_leak = int(round(f * len(split.train)))
         leaked, slots = np.sort(state["order"][:n_leak]), np.sort(state["slots"][:n_leak])
-        syn = split.release.copy()
-        if n_leak: syn.iloc[slots] = split.train.iloc[leaked].to_numpy()
+        if self.mode == "replace":
+            syn = split.release.copy()
+            if n_leak: syn.iloc[slots] = split.train.iloc[leaked].to_numpy()
+        else:
+            both = pd.concat([split.release, split.train.iloc[leaked]], ignore_index=True)
+            syn = both.iloc[np.argsort(np.r_[np.arange(len(split.release)), state["key_train"][leaked]], kind="stable")].reset_index(drop=True)
         syn = syn.astype(split.release.dtypes.to_dict())
         return RiskSetting(split.train, split.control, syn, split.reference, f, dict(n_leaked=n_leak, leaked=leaked))
 
@@ -375,10 +388,12 @@ class Canary(RiskModel):
                  base: str = "leaky",  # the risk model that builds each canary's release (its levels are the canary sweep's)
                  n_canaries: int = 100,  # canary records per replicate (the paper: 100)
                  secret: str | None = None,  # the attribute replaced (None: the schema's last column)
+                 base_params: dict | None = None,  # the base model's own parameters (e.g. mode='replace' for leaky)
                  ):
         if base == "canary" or base not in RISK_MODELS: raise ValueError(f"base={base!r} must be one of {[m for m in RISK_MODELS if m != 'canary']}")
         self.base, self.n_canaries, self.secret = base, check_int("n_canaries", n_canaries, lo=1), secret
-        self.base_ = RISK_MODELS.make(base)
+        self.base_params = dict(base_params or {})
+        self.base_ = RISK_MODELS.make(base, **self.base_params)
 
     @property
     def level_name(self): return self.base_.level_name
@@ -426,7 +441,7 @@ class Canary(RiskModel):
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #093e9c7f
 RISK_MODELS = Registry("risk_model")
 _P = "privacy-metrics-risk-insertion"
-RISK_MODELS.register("leaky", Leaky, summary="the release with a fraction f_l of the training records copied in", paper=f"{_P}, Sec. 5.1.1", level="f_l")
+RISK_MODELS.register("leaky", Leaky, summary="the release with a fraction f_l of the training records added (mode='replace': swapped in)", paper=f"{_P}, Sec. 5.1.1", level="f_l")
 RISK_MODELS.register("overfit", Overfit, summary="a generator past its best held-out loss L*, at f_o · L*", paper=f"{_P}, Sec. 5.1.2, App. F", level="f_o")
 RISK_MODELS.register("dp", DP, summary="a differentially private generator at budget epsilon", paper=f"{_P}, Sec. 5.1.3", level="epsilon")
 RISK_MODELS.register("outliers", Outliers, summary="the x % most outlying records (LOF) removed, then the overfit model", paper=f"{_P}, Sec. 5.2.1, App. C", level="x_percent")

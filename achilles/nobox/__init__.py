@@ -16,7 +16,8 @@ from ..core.rng import check_rng
 from ..core.validate import check_fraction, check_int
 
 # %% auto #0
-__all__ = ['METRICS', 'FAMILIES', 'metric_family', 'default_metrics', 'LeakySetting', 'leaky_setting', 'control_risk']
+__all__ = ['METRICS', 'FAMILIES', 'LEAK_MODES', 'metric_family', 'default_metrics', 'LeakySetting', 'leaky_setting',
+           'control_risk']
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #9cdc195d
 METRICS = Registry("metric")
@@ -70,12 +71,14 @@ def default_metrics() -> list:
     return [n for n in METRICS.names() if METRICS._entries[n]["metadata"].get("default", True)]
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #ccd58bf2
+LEAK_MODES = ("replace", "add")
+
 @dataclass(frozen=True)
 class LeakySetting:
     "Train, control and synthetic tables with a known fraction of leaked training rows (and an optional reference set)."
     train: pd.DataFrame  # D_t: the records at risk
     control: pd.DataFrame  # D_c: real records from the same population, not leaked
-    synthetic: pd.DataFrame  # D_r with a fraction f of its rows replaced by rows of D_t
+    synthetic: pd.DataFrame  # D_r with a fraction f of the rows of D_t leaked in (replacing rows of D_r, or added)
     reference: pd.DataFrame | None  # a further disjoint real set (DOMIAS's reference), or None
     fraction: float  # f_l
     leaked: np.ndarray  # positions in `train` of the leaked rows (sorted)
@@ -86,10 +89,12 @@ def leaky_setting(df: pd.DataFrame,  # the real data D
                   n_control: int | None = None,  # |D_c| (default: n_train)
                   n_reference: int = 0,  # |D_reference| (0: none)
                   rng=None,  # int seed, Generator or None
+                  mode: str = "replace",  # "replace": round(f·n_train) release rows replaced; "add": appended (the paper's text)
                   ) -> LeakySetting:
-    "The paper's leaky risk model: disjoint train / control / release (/ reference) samples of `df`; synthetic = release with round(f·n_train) rows replaced by training rows."
+    "The leaky risk model: disjoint train / control / release (/ reference) samples of `df`; round(f·n_train) training rows leaked into the release."
     if not isinstance(df, pd.DataFrame): raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
     f = check_fraction("fraction", fraction, closed=True)
+    if mode not in LEAK_MODES: raise ValueError(f"mode={mode!r} is not allowed; use one of {LEAK_MODES}")
     n_train = check_int("n_train", n_train, lo=1)
     n_control = n_train if n_control is None else check_int("n_control", n_control, lo=1)
     n_reference = check_int("n_reference", n_reference, lo=0)
@@ -106,8 +111,12 @@ def leaky_setting(df: pd.DataFrame,  # the real data D
     n_leak = int(round(f * n_train))
     leaked = np.sort(g.choice(n_train, size=n_leak, replace=False))
     replaced = np.sort(g.choice(n_train, size=n_leak, replace=False))
-    synthetic = release.copy()
-    synthetic.iloc[replaced] = train.iloc[leaked].to_numpy()
+    if mode == "replace":
+        synthetic = release.copy()
+        synthetic.iloc[replaced] = train.iloc[leaked].to_numpy()
+    else:  # appended, then shuffled into the release
+        both = pd.concat([release, train.iloc[leaked]], ignore_index=True)
+        synthetic = both.iloc[g.permutation(len(both))].reset_index(drop=True)
     synthetic = synthetic.astype(df.dtypes.to_dict())
     return LeakySetting(train, control, synthetic, take(iref) if n_reference else None, f, leaked)
 

@@ -19,8 +19,8 @@ from ..core.validate import check_choice, check_float, check_fraction, check_n_j
 from ..neighbours import NeighbourData, nearest
 
 # %% auto #0
-__all__ = ['PERCENTILES', 'FPR_LEVELS', 'kde_bandwidth', 'KDE1D', 'membership_log_odds', 'membership_probability', 'method1',
-           'fit_kdes', 'KDEMembershipAttack', 'roc_metrics']
+__all__ = ['PERCENTILES', 'SPLITS', 'FLOORS', 'FPR_LEVELS', 'kde_bandwidth', 'KDE1D', 'membership_log_odds',
+           'membership_probability', 'method1', 'fit_kdes', 'KDEMembershipAttack', 'roc_metrics']
 
 # %% ../../nbs/35_nobox/06_kde.ipynb #f648fa72
 @njit(cache=True)
@@ -124,6 +124,11 @@ def membership_probability(log_odds) -> np.ndarray:
 
 # %% ../../nbs/35_nobox/06_kde.ipynb #6729cd58
 PERCENTILES = (10, 20, 30, 40, 50, 60, 70, 80, 90)
+SPLITS = ("<", "<=")
+
+def _below(d, tau, split) -> np.ndarray:
+    "The distances counted as (supposed) members: below the threshold, or at or below it."
+    return d < tau if split == "<" else d <= tau
 
 def _scores(pred, y) -> dict:
     "Counts, accuracy and F1 of 0/1 predictions against labels."
@@ -136,14 +141,16 @@ def method1(fit_distances,  # the fitting distances (the threshold is their perc
             test_distances,  # distances of the test records
             test_labels,  # 1 = member, 0 = non-member
             percentiles=PERCENTILES,  # thresholds, as percentiles of the fitting distances, in (0, 100)
+            split: str = "<",  # member iff distance < threshold (the paper's); "<=": at or below
             ) -> pd.DataFrame:
-    "Method 1 (El Emam et al.): member iff distance <= threshold; accuracy, F1, TP, FP per threshold percentile."
+    "Method 1 (El Emam et al.): member iff distance < threshold (or <=); accuracy, F1, TP, FP per threshold percentile."
+    check_choice("split", split, SPLITS)
     fd, td, y = (np.asarray(a) for a in (fit_distances, test_distances, test_labels))
     rows = []
     for p in percentiles:
         check_float("percentile", p, lo=0, hi=100, lo_open=True, hi_open=True)
         tau = float(np.percentile(fd, p))
-        rows.append(dict(percentile=p, threshold=tau, **_scores(td <= tau, y)))
+        rows.append(dict(percentile=p, threshold=tau, **_scores(_below(td, tau, split), y)))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/35_nobox/06_kde.ipynb #55f93fdf
@@ -152,20 +159,29 @@ def _floor(d: np.ndarray) -> float:
     u = np.unique(d)
     return 0.1 * float(np.diff(u).min()) if len(u) > 1 else 1.0
 
+FLOORS = ("degenerate", "always")
+
+def _bandwidth(x, bandwidth, fl, floor_mode) -> float:
+    "Scott's (or another) bandwidth; the floor `fl` where it is 0 ('degenerate') or below `fl` ('always')."
+    h = kde_bandwidth(x, bandwidth)
+    return (fl if h == 0 else h) if floor_mode == "degenerate" else max(h, fl)
+
 def fit_kdes(fit_distances, fit_labels,  # distances and labels (1 = member) of the fitting part; for "realistic", the supposed labels
              bandwidth="scott", shared: bool = False,  # one bandwidth for both (Scott on all fitting distances)
              floor: float | None = None,  # the bandwidth floor (default: a tenth of the distances' resolution)
+             floor_mode: str = "degenerate",  # "degenerate": the floor only where the rule gives h = 0 (the paper's Scott); "always": h >= floor
              ) -> tuple:
     "KDE_member and KDE_non-member of the fitting distances."
+    check_choice("floor_mode", floor_mode, FLOORS)
     d, y = np.asarray(fit_distances, np.float64), np.asarray(fit_labels)
     if not (y == 1).any() or not (y == 0).any():
         raise ValueError(f"the fitting part has {int((y == 1).sum())} member and {int((y == 0).sum())} non-member distances; "
                          "both KDEs need at least one")
     fl = _floor(d) if floor is None else floor
     if shared:
-        h = kde_bandwidth(d, bandwidth, fl)
+        h = _bandwidth(d, bandwidth, fl, floor_mode)
         return KDE1D(d[y == 1], h), KDE1D(d[y == 0], h)
-    return tuple(KDE1D(d[y == c], kde_bandwidth(d[y == c], bandwidth, fl)) for c in (1, 0))
+    return tuple(KDE1D(d[y == c], _bandwidth(d[y == c], bandwidth, fl, floor_mode)) for c in (1, 0))
 
 # %% ../../nbs/35_nobox/06_kde.ipynb #efd274b9
 _ENGINE = ("gower", "hamming", "euclidean", "cosine", "minkowski1", "minkowski2", "minkowski3", "minkowski4")
@@ -183,6 +199,9 @@ class KDEMembershipAttack(PrivacyMetric):
                  test_size: float = 0.3,  # share of the attack set held out for testing
                  distance: str = "gower",  # distance to the nearest synthetic record
                  balance: float = 0.5,  # member share of the attack set (0.5: equal numbers; n/N as El Emam et al.)
+                 split: str = "<",  # realistic and Method 1: a supposed member has d < threshold (the paper's Fig. 2); "<=": at or below
+                 shared_bandwidth: bool = False,  # realistic: one Scott bandwidth for both groups (False: one each, the paper's)
+                 floor: str = "degenerate",  # bandwidth floor only for a group of equal distances ("always": every KDE)
                  schema: Schema | None = None,  # default: kinds from train, domains from all tables
                  n_jobs: int | None = None,  # numba threads (None: as configured)
                  ):
@@ -198,6 +217,9 @@ class KDEMembershipAttack(PrivacyMetric):
         self.test_size = check_fraction("test_size", test_size)
         self.distance = check_choice("distance", distance, _ENGINE)
         self.balance = check_fraction("balance", balance)
+        self.split, self.floor = check_choice("split", split, SPLITS), check_choice("floor", floor, FLOORS)
+        if not isinstance(shared_bandwidth, (bool, np.bool_)): raise TypeError(f"shared_bandwidth={shared_bandwidth!r} must be True or False")
+        self.shared_bandwidth = bool(shared_bandwidth)
         self.schema, self.n_jobs = schema, check_n_jobs("n_jobs", n_jobs)
 
 # %% ../../nbs/35_nobox/06_kde.ipynb #03fcd85b
@@ -233,19 +255,19 @@ def _fit(self: KDEMembershipAttack, train, synthetic, control, schema, rng):
     self.prior_ = self.balance if self.prior is None else self.prior
     d = self.fit_distances_
     if self.variant == "true":
-        self.kdes_ = {None: fit_kdes(d, self.fit_labels_, self.bandwidth)}
+        self.kdes_ = {None: fit_kdes(d, self.fit_labels_, self.bandwidth, floor_mode=self.floor)}
     else:
         ps = PERCENTILES if self.threshold is None else (self.threshold,)
         floor, self.kdes_ = _floor(d), {}
         for p in ps:
-            supposed = (d <= np.percentile(d, p)).astype(np.int64)
+            supposed = _below(d, np.percentile(d, p), self.split).astype(np.int64)
             if supposed.all() or not supposed.any():
                 if self.threshold is not None:
                     raise ValueError(f"threshold={p:g}: the {p:g}th percentile of the fitting distances "
-                                     f"({np.percentile(d, p):.4g}) puts {'every' if supposed.all() else 'no'} distance at or "
-                                     "below it, so one supposed group is empty; choose another percentile")
+                                     f"({np.percentile(d, p):.4g}) puts {'every' if supposed.all() else 'no'} distance {'below' if self.split == '<' else 'at or below'} "
+                                     "it, so one supposed group is empty; choose another percentile")
                 continue
-            self.kdes_[p] = fit_kdes(d, supposed, self.bandwidth, shared=True, floor=floor)
+            self.kdes_[p] = fit_kdes(d, supposed, self.bandwidth, shared=self.shared_bandwidth, floor=floor, floor_mode=self.floor)
         if not self.kdes_: raise ValueError("no percentile 10..90 splits the fitting distances into two groups (all are equal)")
     return self
 
@@ -303,7 +325,7 @@ def _score(self: KDEMembershipAttack, rng) -> RiskResult:
              threshold_percentile=math.nan if best is None else float(best),
              threshold_distance=math.nan if best is None else float(np.percentile(self.fit_distances_, best)))
     self.sweep_ = sweep if self.variant == "realistic" else None
-    self.method1_ = method1(self.fit_distances_, td, y)
+    self.method1_ = method1(self.fit_distances_, td, y, split=self.split)
     self.roc_ = (fpr, tpr)
     self.test_log_odds_ = L
     norm = lambda a: max(0.0, 2 * a - 1)
@@ -313,7 +335,8 @@ def _score(self: KDEMembershipAttack, rng) -> RiskResult:
                       control_rate=sc["fp"] / max(1, int(len(y) - y.sum())), n=len(y), metrics=m,
                       parameters=dict(metric=self.name, variant=self.variant, threshold=self.threshold,
                                       bandwidth=self.bandwidth, prior=self.prior, test_size=self.test_size,
-                                      distance=self.distance, balance=self.balance),
+                                      distance=self.distance, balance=self.balance, split=self.split,
+                                      shared_bandwidth=self.shared_bandwidth, floor=self.floor),
                       scores=membership_probability(L), labels=y)
 
 @patch

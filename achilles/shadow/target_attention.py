@@ -30,7 +30,7 @@ from ..distance import distances_to
 from ..core.validate import check_int
 
 # %% auto #0
-__all__ = ['ATTENTION', 'TargetAttentionInput', 'feature_names', 'preprocess_datasets', 'TargetAttention',
+__all__ = ['ATTENTION', 'PAPER_FORM', 'TargetAttentionInput', 'feature_names', 'preprocess_datasets', 'TargetAttention',
            'TargetAttentionAttack', 'plot_learning_curves', 'plot_attention']
 
 # %% ../../nbs/30_attacks/32_target_attention.ipynb #59f08585
@@ -129,22 +129,25 @@ def feature_names(schema: Schema) -> list:
     names = [f"{c.name}={v}" for c in schema.columns if c.is_categorical for v in c.categories]
     return names + list(schema.continuous) + ["multiplicity", "distance"]
 
-def _write_rows(out, cat, cont, schema) -> np.ndarray:
-    "Write the one-hot block of codes `cat[n, n_cat]` (code -1, an unseen value: all zeros) and the values `cont[n, n_cont]` into the first columns of the zeroed `out[n, F']`."
+def _write_rows(out, cat, cont, schema, scale: bool = True) -> np.ndarray:
+    "Write the one-hot block of codes `cat[n, n_cat]` (code -1, an unseen value: all zeros) and the values `cont[n, n_cont]` (min-max scaled, or back in their own units with `scale=False`) into the first columns of the zeroed `out[n, F']`."
     card = schema.cardinalities
     width = int(card.sum())
     if cat.shape[1]:
         starts = np.concatenate([[0], np.cumsum(card)[:-1]]).astype(np.int64)
         r, c = np.nonzero(cat >= 0)
         out[r, cat[r, c].astype(np.int64) + starts[c]] = 1.0
+    if not scale and cont.shape[1]:  # the paper's "continuous attributes remain untouched": the values in their own units
+        lo = np.array([schema[c].lower for c in schema.continuous]); hi = np.array([schema[c].upper for c in schema.continuous])
+        cont = cont * (hi - lo) + lo
     out[:, width:width + cont.shape[1]] = cont
     return out
 
-def _target_row(target, schema) -> np.ndarray:
+def _target_row(target, schema, scale: bool = True) -> np.ndarray:
     "float32[F']: the preprocessed target (one-hot | continuous | multiplicity 1 | distance 0)."
     t = _encoded(target, schema, "target")
     if t.n != 1: raise ValueError(f"target must be exactly one record, got {t.n} rows")
-    row = _write_rows(np.zeros((1, _n_features(schema)), dtype=np.float32), t.cat, t.cont, schema)[0]
+    row = _write_rows(np.zeros((1, _n_features(schema)), dtype=np.float32), t.cat, t.cont, schema, scale)[0]
     row[-2] = 1.0  # multiplicity 1, distance 0
     return row
 
@@ -160,6 +163,7 @@ def preprocess_datasets(datasets: list,  # synthetic datasets: `Encoded` (with `
                         schema: Schema,  # the schema everything is encoded with
                         n_closest: int = 100,  # X: unique records kept per dataset, closest to the target first
                         metric: str = "cosine",  # distance to the target (`achilles.distance.METRICS`); Eq. 5 in the paper
+                        scale_continuous: bool = True,  # continuous features min-max scaled (Eq. 3); False: in their own units (the paper's App. A)
                         ) -> TargetAttentionInput:
     "Appendix A preprocessing of many synthetic datasets for one target: the `n_closest` unique records nearest the target."
     if isinstance(datasets, (Encoded, pd.DataFrame)) or not hasattr(datasets, "__len__"):
@@ -167,7 +171,7 @@ def preprocess_datasets(datasets: list,  # synthetic datasets: `Encoded` (with `
     if len(datasets) == 0: raise ValueError("datasets is empty; pass at least one synthetic dataset")
     n_closest = check_int("n_closest", n_closest, lo=1)
     t = _encoded(target, schema, "target")
-    trow = _target_row(t, schema)
+    trow = _target_row(t, schema, scale_continuous)
     encs = [_encoded(d, schema, f"datasets[{i}]") for i, d in enumerate(datasets)]
     sizes = np.array([e.n for e in encs], dtype=np.int64)
     if np.any(sizes == 0):
@@ -183,7 +187,7 @@ def preprocess_datasets(datasets: list,  # synthetic datasets: `Encoded` (with `
     _closest_unique_kernel(cat, np.ascontiguousarray(cont.view(np.uint64)), dist, offsets, n_closest, idx, mult, n_unique)
     mask = idx >= 0
     rows = np.where(mask, offsets[:-1, None] + idx, 0).ravel()  # padding points at row 0, zeroed below
-    records = _write_rows(np.zeros((m * n_closest, trow.shape[0]), dtype=np.float32), cat[rows], cont[rows], schema)
+    records = _write_rows(np.zeros((m * n_closest, trow.shape[0]), dtype=np.float32), cat[rows], cont[rows], schema, scale_continuous)
     records[:, -2] = mult.ravel(); records[:, -1] = dist[rows]
     records[~mask.ravel()] = 0.0
     records = records.reshape(m, n_closest, -1)
@@ -267,7 +271,7 @@ class _Deterministic:
         if self.on: torch.use_deterministic_algorithms(True)
     def __exit__(self, *exc): torch.use_deterministic_algorithms(self.prev)
 
-_PARAMS = ("n_closest", "epochs", "patience", "min_epochs", "batch_size", "lr", "val_fraction", "attention", "metric", "device",
+_PARAMS = ("n_closest", "epochs", "patience", "min_epochs", "batch_size", "lr", "val_fraction", "attention", "metric", "scale_continuous", "device",
            "threads", "rng", "verbose")
 
 # %% ../../nbs/30_attacks/32_target_attention.ipynb #2f6c5f24
@@ -285,6 +289,7 @@ class TargetAttentionAttack(MembershipAttack):
                  val_fraction: float = 0.1,  # share of the shadow datasets held out for validation (0: keep last epoch)
                  attention: str = "standard",  # "standard" <q, k_j> or "paper" <q, v_j> (Algorithm 1, line 11)
                  metric: str = "cosine",  # distance to the target used to rank records (Eq. 5)
+                 scale_continuous: bool = True,  # continuous features min-max scaled; False: "remain untouched" (the paper's App. A)
                  device=None,  # None: CUDA when available, else CPU; or "cpu" / "cuda"
                  threads: int | None = 1,  # torch CPU threads while training/predicting (restored after); None: torch's setting
                  rng=None,  # int seed, numpy Generator or None
@@ -295,6 +300,7 @@ class TargetAttentionAttack(MembershipAttack):
         self.min_epochs = min_epochs
         self.val_fraction, self.attention, self.metric, self.device = val_fraction, attention, metric, device
         self.threads, self.rng, self.verbose = threads, rng, verbose
+        self.scale_continuous = scale_continuous
 
     # --- data -----------------------------------------------------------------------------------------------
     def _encode_datasets(self, datasets):
@@ -339,6 +345,8 @@ def _check_params(self: TargetAttentionAttack):
     pos_int("n_closest", self.n_closest); pos_int("epochs", self.epochs); pos_int("batch_size", self.batch_size)
     pos_int("patience", self.patience, allow_none=True); pos_int("threads", self.threads, allow_none=True)
     pos_int("min_epochs", self.min_epochs)
+    if not isinstance(self.scale_continuous, (bool, np.bool_)):
+        raise TypeError(f"scale_continuous={self.scale_continuous!r} must be True or False")
     if isinstance(self.lr, bool) or not (isinstance(self.lr, (int, float)) and self.lr > 0):
         raise ValueError(f"lr={self.lr!r} must be a number > 0")
     if isinstance(self.val_fraction, bool) or not (isinstance(self.val_fraction, (int, float)) and 0 <= self.val_fraction < 1):
@@ -354,7 +362,7 @@ def extract_features(self: TargetAttentionAttack,
     t = getattr(self, "target_enc_", None)
     t = self.target if t is None else t
     if isinstance(datasets, TargetAttentionInput):
-        want = _target_row(t, self.schema)
+        want = _target_row(t, self.schema, self.scale_continuous)
         if datasets.target.shape != want.shape or not np.array_equal(datasets.target, want):
             raise ValueError("datasets is a TargetAttentionInput preprocessed for another target or schema")
         if datasets.records.shape[1] != self.n_closest:
@@ -362,7 +370,10 @@ def extract_features(self: TargetAttentionAttack,
                              f"this attack has n_closest={self.n_closest}")
         return datasets
     return preprocess_datasets(self._encode_datasets(datasets), t, self.schema, n_closest=self.n_closest,
-                               metric=self.metric)
+                               metric=self.metric, scale_continuous=self.scale_continuous)
+
+# %% ../../nbs/30_attacks/32_target_attention.ipynb #f13c82a0
+PAPER_FORM = dict(attention="paper", patience=None, scale_continuous=False)  # Appendix A as printed: <q, v>, all 500 epochs, raw values
 
 # %% ../../nbs/30_attacks/32_target_attention.ipynb #cf8a3b89
 @patch
