@@ -380,7 +380,9 @@ def anonymeter(adult):
 
 @pytest.mark.parametrize("secret", ["income", "age"])
 def test_distance_inference_agrees_with_anonymeter(anonymeter, secret):
-    "Our risk lies in anonymeter's CI widened by 0.05, at every leak fraction, with anonymeter's secret, columns and attack count."
+    """At every leak fraction, with anonymeter's secret, columns and attack count: our risk, clipped to [0, 1] as anonymeter's is,
+    lies in anonymeter's CI widened by 0.01 (its point estimate is Wilson-centred), and the rates are within 0.03 (observed: every
+    risk inside the CI; rates within 0.023; the two attack different random records, 2,000 of 5,000)."""
     ref, settings = anonymeter
     spec = next(e for e in ref["config"]["evaluations"] if e["name"] == f"inference_{secret}")
     for f, s in settings.items():
@@ -388,6 +390,7 @@ def test_distance_inference_agrees_with_anonymeter(anonymeter, secret):
         r = DistanceInference(secret=spec["secret"], aux_cols=spec["aux_cols"], n_attacks=spec["n_attacks"]).evaluate(
             s.train, s.synthetic, s.control, rng=0)
         lo, hi = a["risk_ci"]
-        assert lo - 0.05 <= r.value <= hi + 0.05, f"f={f}: ours {r.value:.4f}, anonymeter {a['risk']:.4f} [{lo:.4f}, {hi:.4f}]"
+        v = min(max(r.value, 0.0), 1.0)
+        assert lo - 0.01 <= v <= hi + 0.01, f"f={f}: ours {r.value:.4f}, anonymeter {a['risk']:.4f} [{lo:.4f}, {hi:.4f}]"
         # the rates too (anonymeter reports Wilson-centred rates; its naive baseline is not comparable, see the notebook)
-        assert abs(r.attack_rate - a["attack_rate"]) < 0.05 and abs(r.control_rate - a["control_rate"]) < 0.05
+        assert abs(r.attack_rate - a["attack_rate"]) < 0.03 and abs(r.control_rate - a["control_rate"]) < 0.03

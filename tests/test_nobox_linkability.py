@@ -175,9 +175,12 @@ from reference import anonymeter_cases as _anonymeter_cases  # shared with the o
 
 @pytest.mark.parametrize("k", [1, 10])
 def test_agrees_with_anonymeter(k):
-    "Same tables, same configuration (anonymeter's Adult split, every record attacked): our risk lies in anonymeter's CI widened by 0.05."
+    """Same tables, same configuration (anonymeter's Adult split, every record attacked, so no random draw on either side): our
+    risk, clipped to [0, 1] as anonymeter's is, is within 0.006 of anonymeter's (observed: 0.0035 at most; anonymeter's point
+    estimate comes from Wilson-centred rates) and inside its CI."""
     for s, par, risk, (lo, hi) in _anonymeter_cases(f"linkability_k{k}"):
         assert par["n_neighbors"] == k
         r = Linkability(aux_cols=par["aux_cols"], n_neighbors=k, n_attacks=par["n_attacks"]).evaluate(s.train, s.synthetic,
                                                                                                      s.control, rng=0)
-        assert lo - 0.05 <= r.value <= hi + 0.05, f"f={s.fraction}: ours {r.value:.4f}, anonymeter {risk:.4f} [{lo:.4f}, {hi:.4f}]"
+        v = min(max(r.value, 0.0), 1.0)
+        assert abs(v - risk) <= 0.006 and lo <= v <= hi, f"f={s.fraction}: ours {r.value:.4f}, anonymeter {risk:.4f} [{lo:.4f}, {hi:.4f}]"
