@@ -4,7 +4,7 @@
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #2707aa9b
 from __future__ import annotations
-import math, warnings
+import functools, math, warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -28,6 +28,11 @@ __all__ = ['EQ', 'NE', 'LT', 'LE', 'GT', 'GE', 'OP_TEXT', 'QueryTable', 'unique_
            'control_rate_replicates', 'singling_out_attack', 'SinglingOut']
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #1e42b806
+@functools.lru_cache(maxsize=256)
+def _category_lut(levels: tuple, categories: tuple) -> np.ndarray:
+    "Our code of each of a categorical dtype's categories (computed once per column and dtype, not once per table)."
+    return pd.Index(levels, dtype=object).get_indexer(pd.Index(list(categories), dtype=object))
+
 @dataclass(frozen=True)
 class QueryTable:
     "How tables are encoded for predicate counting: categorical values as shared integer codes, numbers as they are (float64)."
@@ -57,7 +62,7 @@ class QueryTable:
             s = df[col]
             if lev is None: X[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
             elif isinstance(s.dtype, pd.CategoricalDtype):
-                lut = pd.Index(lev, dtype=object).get_indexer(pd.Index(list(s.cat.categories), dtype=object))
+                lut = _category_lut(lev, tuple(s.cat.categories))
                 codes = s.cat.codes.to_numpy()
                 X[:, j] = np.where(codes >= 0, lut[codes], -1)  # code -1: a missing value
             else: X[:, j] = pd.Index(lev, dtype=object).get_indexer(pd.Index(s.to_numpy(), dtype=object))
@@ -173,6 +178,13 @@ def _count_kernel(XT, ST, OT,  # columns [d, n] (column-major), each column sort
             if c >= cap: break
         out[p] = c
 
+@njit(cache=True)
+def _count_one_term(ST, cols, ops, vals, cap, out):
+    "One-term predicates (the univariate attack): the size of the term's range in the sorted column, at most `cap`; serial."
+    for p in range(cols.shape[0]):
+        r1, s1, r2, s2 = _ranges(ST[cols[p, 0]], ops[p, 0], vals[p, 0])
+        out[p] = min((s1 - r1) + (s2 - r2), cap)
+
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #88f1eb4b
 class CountTable:
     "An encoded table prepared for counting predicates: its columns contiguous, each column sorted, and the sorting orders."
@@ -202,8 +214,11 @@ class CountTable:
             raise ValueError(f"the predicates use column positions outside 0..{self.d - 1}")
         cap = self.n + 1 if cap is None else check_int("cap", cap, lo=1)
         c = np.ascontiguousarray
-        order = self.order if (preds.nterms > 1).any() else np.zeros((self.d, 0), np.int64)  # one-term predicates need none
-        _count_kernel(self.XT, self.sorted, order, c(preds.cols, np.int64), c(preds.ops, np.int8),
+        if (preds.nterms == 1).all():  # one-term predicates: binary searches only, no sorting order, no threads
+            _count_one_term(self.sorted, c(preds.cols[:, :1], np.int64), c(preds.ops[:, :1], np.int8),
+                            c(preds.vals[:, :1], np.float64), cap, out)
+            return out
+        _count_kernel(self.XT, self.sorted, self.order, c(preds.cols, np.int64), c(preds.ops, np.int8),
                       c(preds.vals, np.float64), c(preds.nterms, np.int64), cap, out)
         return out
 
@@ -215,6 +230,12 @@ def predicate_counts(X,  # an encoded table [n, d] (`QueryTable.encode`) or a `C
     return (X if isinstance(X, CountTable) else CountTable(X)).count(preds, cap)
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #4ca09410
+def _sorted_unique(s: np.ndarray) -> tuple:
+    "(values, counts) of a sorted 1-D array, as `np.unique(s, return_counts=True)` gives them (without sorting again)."
+    if len(s) == 0: return s[:0], np.zeros(0, np.int64)
+    start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[start], np.diff(np.r_[start, len(s)])
+
 def _first_new(preds: Predicates, seen: set, room: int) -> np.ndarray:
     "Positions of the first `room` predicates not in `seen` and not repeated, in order; `seen` is updated."
     keys = preds.keys()
@@ -242,9 +263,8 @@ def univariate_queries(S: CountTable,  # the synthetic table, encoded and dedupl
     "Anonymeter's univariate queries: `col <= min` and `col >= max` on numbers, `col == v` for values held by one record; those that single out one synthetic record."
     cols, ops, vals = [], [], []
     for j in range(S.d):
-        x = S.XT[j]
-        if numeric[j]: cols += [j, j]; ops += [LE, GE]; vals += [x.min(), x.max()]
-        u, c = np.unique(x, return_counts=True)
+        u, c = _sorted_unique(S.sorted[j])
+        if numeric[j]: cols += [j, j]; ops += [LE, GE]; vals += [u[0], u[-1]]
         rare = u[c == 1]
         cols += [j] * len(rare); ops += [EQ] * len(rare); vals += rare.tolist()
     order = g.permutation(len(cols))
@@ -288,7 +308,7 @@ def random_queries(S: CountTable,  # the synthetic table, encoded and deduplicat
                    g: np.random.Generator,
                    ) -> Predicates:
     "Anonymeter's random-guess baseline: random columns, a random synthetic value of each, a random operator (==, != on categories; any on numbers)."
-    uniq = [np.unique(S.XT[j]) for j in range(S.d)]
+    uniq = [_sorted_unique(S.sorted[j])[0] for j in range(S.d)]
     cols = _random_columns(g, n_queries, S.d, n_cols)
     pick = (g.random(cols.shape) * np.array([len(u) for u in uniq])[cols]).astype(np.int64)
     vals = np.empty(cols.shape)
