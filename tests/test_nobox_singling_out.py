@@ -398,3 +398,136 @@ def test_agrees_with_anonymeter(evaluation):
         v = min(max(r.value, 0.0), 1.0)
         assert lo - 0.01 <= v <= hi + 0.01, f"f={s.fraction}: ours {r.value:.4f}, anonymeter {risk:.4f} [{lo:.4f}, {hi:.4f}]"
         assert abs(v - risk) < 0.03, f"f={s.fraction}: ours {r.value:.4f}, anonymeter {risk:.4f}"
+
+
+# --- what the mutation run of issue 27 found untested ------------------------------------------------------------------------
+from achilles.core.rng import seed_child, seed_root
+from achilles.nobox.singling_out import (GT, LT, OP_TEXT, _first_new, _random_columns, singling_out_attack)
+
+
+def test_operator_codes_mean_what_they_print():
+    X = np.array([[0.0], [1.0], [1.0], [2.0], [3.0]])
+    for op, text, f in zip((EQ, NE, LT, LE, GT, GE), ("==", "!=", "<", "<=", ">", ">="), (np.equal, np.not_equal, np.less,
+                                                                                          np.less_equal, np.greater, np.greater_equal)):
+        assert OP_TEXT[op] == text
+        p = Predicates(np.array([[0]]), np.array([[op]], np.int8), np.array([[1.0]]), np.array([1]))
+        assert predicate_counts(X, p).tolist() == [int(f(X[:, 0], 1.0).sum())], text
+    assert sorted({EQ, NE, LT, LE, GT, GE}) == list(range(6))
+
+
+def test_predicates_empty_keys_and_tables():
+    e = Predicates.empty(3)
+    assert (e.cols.shape, e.ops.shape, e.vals.shape, e.nterms.shape, len(e)) == ((0, 3), (0, 3), (0, 3), (0,), 0)
+    p = Predicates(np.array([[0], [0], [1]]), np.array([[EQ], [EQ], [EQ]], np.int8), np.array([[0.0], [-0.0], [0.0]]), np.ones(3, np.int64))
+    k = p.keys()
+    assert k[0] == k[1] and k[0] != k[2]  # -0.0 and 0.0 are one value
+    T = CountTable(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+    assert len(T) == 3 and repr(T) == "CountTable(3 rows, 2 columns)"
+
+
+def test_first_new_keeps_order_and_skips_what_was_seen():
+    p = Predicates(np.array([[0], [1], [0], [2], [3]]), np.full((5, 1), EQ, np.int8), np.zeros((5, 1)), np.ones(5, np.int64))
+    seen = set()
+    assert _first_new(p, seen, 10).tolist() == [0, 1, 3, 4]  # the repeat of predicate 0 dropped
+    q = Predicates(np.array([[1], [5], [3], [6]]), np.full((4, 1), EQ, np.int8), np.zeros((4, 1)), np.ones(4, np.int64))
+    assert _first_new(q, seen, 10).tolist() == [1, 3]  # the ones seen before are skipped, later ones still taken
+    assert _first_new(q, set(), 2).tolist() == [0, 1]
+
+
+def test_random_columns_are_the_k_smallest_random_keys():
+    for b, d, k in ((50, 6, 2), (20, 15, 4), (10, 3, 3), (7, 5, 1)):
+        want = np.sort(np.argsort(np.random.default_rng(b).random((b, d)), axis=1)[:, :k], axis=1)
+        np.testing.assert_array_equal(_random_columns(np.random.default_rng(b), b, d, k), want if k < d else np.tile(np.arange(d), (b, 1)))
+
+
+def test_multivariate_queries_reach_every_record_and_count_attempts():
+    S = CountTable(np.arange(5.0)[:, None])  # only the extremes single out: `x <= 0` (record 0) and `x >= 4` (record 4)
+    q, attempts = multivariate_queries(S, np.array([True]), 1, 2, 10_000, np.random.default_rng(0))
+    assert sorted(zip(q.ops[:, 0].tolist(), q.vals[:, 0].tolist())) == [(LE, 0.0), (GE, 4.0)]
+    assert attempts == 1000  # the first batch found both
+    s = leaky_setting(load_adult(), 0.0, n_train=600, rng=0)
+    qt = QueryTable.fit(Schema.from_dataframe(s.train), s.synthetic)
+    S2 = CountTable(unique_rows(qt.encode(s.synthetic)))
+    q2, att2 = multivariate_queries(S2, qt.numeric, 3, 10, 10**6, np.random.default_rng(0))
+    assert len(q2) == 10 and att2 == 1000
+
+
+def test_random_queries_pick_every_value_uniformly():
+    S = CountTable(np.repeat(np.arange(5.0), 3)[:, None] * np.ones((1, 2)))
+    q = random_queries(S, np.array([True, False]), 5000, 1, np.random.default_rng(1))
+    for j in (0, 1):
+        v = q.vals[q.cols == j]
+        freq = np.bincount(v.astype(int), minlength=5)
+        assert (freq > 0).all() and np.abs(freq / freq.sum() - 0.2).max() < 0.03
+
+
+def test_univariate_attack_is_one_column_and_streams_are_keyed_by_attack(leaky):
+    from achilles.core.base import common_schema
+    s = leaky[0.5]
+    schema = common_schema(s.train, s.synthetic, s.control)  # the schema the metric infers
+    qt = QueryTable.fit(schema, s.train, s.synthetic, s.control)
+    S, T, C = (CountTable(unique_rows(qt.encode(t))) for t in (s.synthetic, s.train, s.control))
+    r = singling_out_attack(S, T, C, qt.numeric, "univariate", 3, 200, 10**6, np.random.default_rng(0))
+    assert r["n_cols"] == 1 and r["attempts"] is None and r["control_model"]["method"] == ("equal sizes" if C.n == T.n else "subsample")
+    no = singling_out_attack(S, T, None, qt.numeric, "univariate", 1, 200, 10**6, np.random.default_rng(0))
+    assert no["control"] is None and no["correction"] == 1.0 and no["risk"] == no["train"].mean()
+    # the documented streams: the univariate attack draws from child 1 of the seed, the multivariate one on k columns from 100 + k
+    m = SinglingOut(mode="both", n_cols=[3], n_attacks=200)
+    res = _quiet(m, s, rng=4)
+    for mode, k, key in (("univariate", 1, 1), ("multivariate", 3, 103)):
+        root = seed_root(np.random.default_rng(4))  # `evaluate` resolves the int seed to a Generator, `_evaluate` takes its root
+        want = singling_out_attack(S, T, C, qt.numeric, mode, k, 200, m.max_attempts, np.random.default_rng(seed_child(root, key)))
+        assert res.metrics[f"risk_{'univariate' if mode == 'univariate' else 'n_cols_3'}"] == want["risk"]
+    assert res.parameters["deduplicated"] is True
+
+
+def test_attack_sweep_and_parameter_bounds():
+    assert SinglingOut()._attacks(15) == [("multivariate", k) for k in range(3, 13)]
+    assert SinglingOut()._attacks(5) == [("multivariate", k) for k in (3, 4, 5)]
+    assert SinglingOut()._attacks(2) == [("multivariate", 2)]  # fewer columns than the sweep's smallest: all of them
+    assert SinglingOut(mode="both", n_cols=15)._attacks(15) == [("univariate", 1), ("multivariate", 15)]
+    m = SinglingOut(n_attacks=1, max_attempts=1, n_boot=10, n_cols=1)
+    assert (m.n_attacks, m.max_attempts, m.n_boot, m.n_cols) == (1, 1, 10, (1,))
+    for kw in (dict(n_boot=9), dict(n_cols=0), dict(max_attempts=0)):
+        with pytest.raises(ValueError):
+            SinglingOut(**kw)
+
+
+def test_result_labels_attempts_and_sizes(leaky):
+    s = leaky[0.5]
+    u = _quiet(SinglingOut(mode="univariate", n_attacks=200), s)
+    assert u.metrics["attack"] == "univariate" and u.metrics["n_attempts"] == u.metrics["n_guesses"] == 200
+    mv = _quiet(SinglingOut(n_cols=3, n_attacks=200), s)
+    assert mv.metrics["attack"] == "multivariate, n_cols=3" and mv.metrics["n_attempts"] > mv.metrics["n_guesses"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every query asked for was found: no warning
+        SinglingOut(n_cols=3, n_attacks=200).evaluate(s.train, s.synthetic, s.control, rng=0)
+    nc = _quiet(SinglingOut(mode="univariate", n_attacks=100), type(s)(s.train, None, s.synthetic, None, s.fraction, s.leaked))
+    assert nc.metrics["n_unique_control"] == 0 and nc.metrics["control_size_correction"] == 1.0
+
+
+def test_one_guess_is_enough():
+    df = pd.DataFrame({"a": list("xxyyz"), "b": list("pqpqp")})  # `a == 'z'` is the only query that singles out
+    with pytest.warns(UserWarning, match="only 1 of the 50 queries"):
+        r = SinglingOut(mode="univariate", n_attacks=50).evaluate(df, df, df, rng=0)
+    assert r.n == 1 and r.attack_rate == 1.0
+
+
+def test_best_attack_skips_undefined_risks_and_warns_at_the_baseline(leaky, monkeypatch):
+    "`_evaluate` on hand-made attack runs: a NaN risk is never the best; an attack no better than random queries warns."
+    s = leaky[0.5]
+    def run(mode, k, train, risk, baseline):
+        t = np.asarray(train, float)
+        return dict(mode=mode, n_cols=k, n=len(t), attempts=None if mode == "univariate" else 10 * len(t), correction=1.0,
+                    train=t, control=np.zeros(len(t)), control_model=dict(method="equal sizes"), baseline=baseline, risk=risk)
+    runs = [run("univariate", 1, [1, 0, 0, 0], math.nan, 0.0), run("multivariate", 3, [1, 1, 0, 0], 0.5, 0.5)]
+    sizes = dict(n_unique_train=10, n_unique_synthetic=10, n_unique_control=10)
+    m = SinglingOut(mode="both", n_cols=3, n_attacks=4)
+    monkeypatch.setattr(SinglingOut, "_run_attacks", lambda self, *a: (runs, sizes))
+    with pytest.warns(UserWarning, match="does no better than random queries"):
+        r = m.evaluate(s.train, s.synthetic, s.control, rng=0)
+    assert r.metrics["attack"] == "multivariate, n_cols=3" and r.value == 0.5 and r.metrics["n_attempts"] == 40
+    from achilles.nobox import control_risk
+    root = seed_root(np.random.default_rng(0))
+    want = control_risk(runs[1]["train"], runs[1]["control"], name="x", n_boot=m.n_boot, rng=np.random.default_rng(seed_child(root, 0)))
+    assert (r.ci_low, r.ci_high) == (want.ci_low, want.ci_high)
