@@ -123,3 +123,28 @@ def test_anonymeter_reproduces_the_reference(ref, settings):
         if out["versions"] == want["versions"]:
             for k in ("n_success", "n_baseline", "n_control", "risk", "risk_ci"):
                 assert got[k] == pytest.approx(exp[k]), f"{name}: {k} {got[k]} != reference {exp[k]}"
+
+
+_SIZE_CORRECTION_PROBE = r"""
+import json, numpy as np, polars as pl
+from anonymeter.evaluators.singling_out_evaluator import _measure_queries_success, fit_correction_term
+df = pl.DataFrame({"a": np.arange(3000) % 1500})           # every value twice: `a == v` singles out in half-size subsets
+queries = [pl.col("a") == i for i in range(200)]
+sizes, successes = _measure_queries_success(df, queries, n_repeat=2, n_meas=4)
+model = fit_correction_term(df, queries)
+print(json.dumps(dict(sizes=sizes.tolist(), successes=successes.tolist(), factor=float(model(4000) / model(3000)))))
+"""
+
+
+@pytest.mark.skipif(not HAS_VENV, reason=f"{ar.ENV_VAR} is not set (anonymeter's venv)")
+def test_anonymeter_size_correction_is_still_fitted_to_a_constant():
+    """Why our singling out does not follow anonymeter when the control set's size differs (nbs/35_nobox/02_singling_out):
+    anonymeter 1.1 fits its correction to the number of queries *evaluated* on each subset, not to those that single out, so
+    it fits a constant and its factor is about n_control / n_train. If this fails, anonymeter has changed: compare again."""
+    import json
+    p = subprocess.run([os.environ[ar.ENV_VAR], "-c", _SIZE_CORRECTION_PROBE], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["sizes"][0] < out["sizes"][-1]
+    assert set(out["successes"]) == {200}  # 200 queries, whatever the subset's size (the true singletons fall with size)
+    assert out["factor"] == pytest.approx(3000 / 4000, rel=0.02)  # scales a smaller control set down

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from achilles.core.data import Schema, encode
+from achilles.core.registry import MissingExtra
 from achilles.core.testing import check_attack, check_generator, check_metric, check_selector
 from achilles.generators import GENERATORS, make_generator
 from achilles.nobox import METRICS
@@ -37,7 +38,8 @@ def _example_params(name: str) -> dict:
 def test_generator_contract(name, small):
     df, schema = small
     try: g = make_generator(name, schema, **_example_params(name))
-    except ImportError as e: pytest.skip(f"{name}: {e}")
+    except MissingExtra as e:  # only a declared optional extra may be missing; any other ImportError is a broken generator
+        pytest.skip(f"{name}: {e}")
     from achilles.generators.external import ExternalGenerator
     if isinstance(g, ExternalGenerator):
         try: g._interpreter()
@@ -105,3 +107,16 @@ def test_the_contracts_can_fail(small):
         d["age"] = 0; return np.zeros(len(d))
     with pytest.raises(AssertionError, match="no mutation"):
         check_selector(mutating, df.copy(), schema)
+
+
+def test_a_broken_generator_fails_instead_of_skipping(monkeypatch):
+    "A generator whose module cannot be imported (a native one, with no extra declared) raises ImportError, not MissingExtra."
+    from achilles.core.registry import Registry
+    reg = Registry("generator")
+    reg.register("broken", "achilles.generators.no_such_module:Gen", summary="a typo in its import path")
+    reg.register("optional", "no_such_package_xyz:Gen", summary="needs an extra", extra="nn")
+    with pytest.raises(ImportError) as e:
+        reg["broken"]
+    assert not isinstance(e.value, MissingExtra)
+    with pytest.raises(MissingExtra, match=r"pip install 'achilles\[nn\]'"):
+        reg["optional"]

@@ -41,12 +41,16 @@ def test_independent_marginals_give_auc_near_half_for_typical_records(small):
     typical = np.argsort(vulnerability_scores(df, schema, k=5))[:3]  # the three least vulnerable records
     tm = ThreatModel(df, schema, generator="independent", dataset_size=150, n_aux=1500, n_test_pool=1000, n_shadow=200,
                      n_test=100, name="adult-3k")
-    aucs = []
+    res = []
     for i, t in enumerate(typical):
         g = play_game(tm, int(t), rng=100 + i, verbose=False)
-        aucs.append(attack_record(g, schema, "query", rng=i)[0].auc)
-    assert 0.35 <= np.mean(aucs) <= 0.65, aucs
-    assert all(0.2 <= a <= 0.8 for a in aucs), aucs
+        res.append(attack_record(g, schema, "query", rng=i)[0])
+    aucs = [r.auc for r in res]
+    # no signal, to what 100 test datasets (50 IN, 50 OUT) can tell: an AUC's standard error at 0.5 is 0.058 (Hanley-McNeil),
+    # so each AUC lies within 3 standard errors of 0.5, and the mean of the three within 2.5 of its own (0.058 / sqrt(3))
+    se = (res[0].ci_high - res[0].ci_low) / (2 * 1.96)
+    assert all(abs(a - 0.5) <= 3 * 0.058 for a in aucs) and 0.05 < se < 0.065, aucs
+    assert abs(np.mean(aucs) - 0.5) <= 2.5 * 0.058 / np.sqrt(3), aucs
 
 
 def test_results_rows_are_tidy_and_labelled(small, tmp_path):

@@ -184,10 +184,15 @@ def test_bad_places(tmp_path, capsys):
                    "is a file")
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
-def test_read_only_output_folder(tmp_path, capsys):
-    ro = tmp_path / "ro"; ro.mkdir(); ro.chmod(0o500)
-    one_line_error(capsys, ["attack", "--results", str(ro / "s.sqlite"), *FAST], "not writable")
+def test_read_only_output_folder(capsys):
+    "A folder the user cannot write into is refused before any work (as root, CI's user, asked as an ordinary user)."
+    import shutil
+    from helpers import ordinary_user, read_only_folder
+    ro = read_only_folder()
+    try:
+        with ordinary_user(): one_line_error(capsys, ["attack", "--results", str(ro / "s.sqlite"), *FAST], "not writable", str(ro))
+    finally: shutil.rmtree(ro.parent, ignore_errors=True)
+    assert not (ro / "s.sqlite").exists()
 
 
 def test_bad_arguments(tmp_path, capsys):

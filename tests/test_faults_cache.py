@@ -164,10 +164,14 @@ def test_unwritable_cache_fails_before_any_work(tm, clean, cached, tmp_path, mon
     assert_same(play_game(tm, 0, rng=5, cache=cached, verbose=False), clean)  # a full read-only cache still serves
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root can write anywhere")
-def test_read_only_cache_folder(tm, tmp_path):
-    ro = tmp_path / "ro"; ro.mkdir(); ro.chmod(0o500)
-    with pytest.raises(PermissionError, match="not writable"): play_game(tm, 0, rng=5, cache=ro, verbose=False)
+def test_read_only_cache_folder(tm):
+    "A cache folder the user cannot write into is refused (as root, CI's user, asked as an ordinary user)."
+    import shutil
+    from helpers import ordinary_user, read_only_folder
+    ro = read_only_folder()
+    try:
+        with ordinary_user(), pytest.raises(PermissionError, match="not writable"): play_game(tm, 0, rng=5, cache=ro, verbose=False)
+    finally: shutil.rmtree(ro.parent, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- sizes

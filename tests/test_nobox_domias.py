@@ -104,6 +104,27 @@ def test_kde_threads_and_cut():
     with pytest.raises(ValueError, match="at least one data record"): kde_log_density(ker, e, e.take(np.arange(0)))
 
 
+def test_kernel_is_fitted_to_synthetic_and_reference_pooled():
+    "Eq. 6's two densities share one kernel, its bandwidths from the spread of synthetic and reference records pooled."
+    g = np.random.default_rng(5)
+    syn, ref = _toy(300, g), _toy(120, g)
+    syn["x2"] = syn["x2"] / 10  # the synthetic numbers spread far less than the reference's
+    syn["c2"] = "u"  # and one synthetic column is constant where the reference's is not
+    schema = common_schema(syn, ref)
+    es, er = encode_dataset(syn, schema), encode_dataset(ref, schema)
+    _, _, ker = domias_scores(es, er, es, er, schema)
+    factor = 300 ** (-1 / (len(schema) + 4))  # Scott's rule for the synthetic records
+    assert ker.factor == pytest.approx(factor)
+    sd = np.concatenate([es.cont, er.cont]).std(axis=0)
+    keep = sd > 0
+    np.testing.assert_allclose(ker.inv_h[keep], 1 / (factor * sd[keep]), rtol=1e-12)
+    assert not np.allclose(ker.inv_h[keep], 1 / (factor * np.where(es.cont.std(axis=0) > 0, es.cont.std(axis=0), 1)[keep]))
+    k = schema.categorical.index("c2")
+    p = np.r_[syn["c2"] == "u", ref["c2"] == "u"].mean()  # the pooled frequency of "u"
+    u = 1 + list(schema["c2"].categories).index("u")
+    assert ker.weights[k][u] == pytest.approx(0.5 / (factor ** 2 * p * (1 - p)))
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # the attack
 

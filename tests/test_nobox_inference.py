@@ -380,7 +380,9 @@ def anonymeter(adult):
 
 @pytest.mark.parametrize("secret", ["income", "age"])
 def test_distance_inference_agrees_with_anonymeter(anonymeter, secret):
-    "Our risk lies in anonymeter's CI widened by 0.05, at every leak fraction, with anonymeter's secret, columns and attack count."
+    """At every leak fraction, with anonymeter's secret, columns and attack count: our risk, clipped to [0, 1] as anonymeter's is,
+    lies in anonymeter's CI widened by 0.01 (its point estimate is Wilson-centred), and the rates are within 0.03 (observed: every
+    risk inside the CI; rates within 0.023; the two attack different random records, 2,000 of 5,000)."""
     ref, settings = anonymeter
     spec = next(e for e in ref["config"]["evaluations"] if e["name"] == f"inference_{secret}")
     for f, s in settings.items():
@@ -388,6 +390,134 @@ def test_distance_inference_agrees_with_anonymeter(anonymeter, secret):
         r = DistanceInference(secret=spec["secret"], aux_cols=spec["aux_cols"], n_attacks=spec["n_attacks"]).evaluate(
             s.train, s.synthetic, s.control, rng=0)
         lo, hi = a["risk_ci"]
-        assert lo - 0.05 <= r.value <= hi + 0.05, f"f={f}: ours {r.value:.4f}, anonymeter {a['risk']:.4f} [{lo:.4f}, {hi:.4f}]"
+        v = min(max(r.value, 0.0), 1.0)
+        assert lo - 0.01 <= v <= hi + 0.01, f"f={f}: ours {r.value:.4f}, anonymeter {a['risk']:.4f} [{lo:.4f}, {hi:.4f}]"
         # the rates too (anonymeter reports Wilson-centred rates; its naive baseline is not comparable, see the notebook)
-        assert abs(r.attack_rate - a["attack_rate"]) < 0.05 and abs(r.control_rate - a["control_rate"]) < 0.05
+        assert abs(r.attack_rate - a["attack_rate"]) < 0.03 and abs(r.control_rate - a["control_rate"]) < 0.03
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# what the mutation run of issue 27 found untested
+from achilles.nobox.inference import _boot_nrmse, _targets
+
+
+def test_targets_are_distinct_and_all_means_all(adult):
+    t = _targets(50, 20, np.random.default_rng(0))
+    assert len(t) == 20 and len(np.unique(t)) == 20 and (np.diff(t) > 0).all()
+    assert _targets(5, 5, np.random.default_rng(0)).tolist() == list(range(5))
+    df, _ = adult
+    s = leaky_setting(df, 0.5, n_train=300, rng=1)
+    a = DistanceInference(n_attacks=300).evaluate(s.train, s.synthetic, s.control, rng=2)
+    b = DistanceInference().evaluate(s.train, s.synthetic, s.control, rng=2)
+    drop = lambda r: {k: v for k, v in r.to_row().items() if k != "parameters"}  # n_attacks: 300 against None
+    assert drop(a) == drop(b)  # asking for every record is attacking every record: no draw spent
+
+
+def test_parameters_metrics_and_bounds(adult):
+    df, _ = adult
+    s = leaky_setting(df, 0.5, n_train=300, rng=1)
+    d = DistanceInference().evaluate(s.train, s.synthetic, rng=0)
+    assert d.parameters["secret_from"].startswith("default") and d.parameters["aux_from"].startswith("default")
+    assert d.metrics["n_attacks_control"] == 0
+    g = DistanceInference(secret="income", aux_cols=["age", "sex"]).evaluate(s.train, s.synthetic, s.control, rng=0)
+    assert (g.parameters["secret_from"], g.parameters["aux_from"]) == ("given", "given") and g.metrics["n_attacks_control"] == 300
+    for m in (DistanceInference(n_attacks=1, n_boot=10), MLInference(n_boot=10), GTCAP(n_boot=10)):
+        assert m.n_boot == 10
+    for cls in (DistanceInference, MLInference, GTCAP):
+        with pytest.raises(ValueError): cls(n_boot=9)
+
+
+def test_baseline_warning_when_equal():
+    train = pd.DataFrame({"a": list("xy") * 50, "s": ["p"] * 100})  # one secret: every guess, random or not, is right
+    with pytest.warns(UserWarning, match="no better than guessing"):
+        r = DistanceInference().evaluate(train, train.copy(), train, rng=0)
+    assert r.attack_rate == r.baseline_rate == 1.0
+
+
+def test_nrmse_edges_and_bootstrap_draws():
+    assert nrmse([1.0, 2.0], [1.0, 2.0], 0.5) == 1.0  # a range below 1 is fine
+    with pytest.raises(ValueError, match="must be positive"):
+        nrmse([1.0], [1.0], 0.0)
+    sq = np.random.default_rng(0).exponential(5, 37)
+    h = np.random.default_rng(1)
+    want = 1 - np.sqrt(sq[h.integers(0, 37, size=(250, 37))].mean(axis=1)) / 10.0  # one draw, as the chunks make it
+    np.testing.assert_allclose(_boot_nrmse(sq, 10.0, 250, np.random.default_rng(1)), want)
+    sq_t, sq_c = np.random.default_rng(2).exponential(4, 30), np.random.default_rng(3).exponential(9, 20)
+    r = nrmse_risk(sq_t, sq_c, 10.0, name="x", n_boot=10, confidence=0.5, rng=4)
+    g = np.random.default_rng(4)
+    bt, bc = _boot_nrmse(sq_t, 10.0, 10, g), _boot_nrmse(sq_c, 10.0, 10, g)
+    e = (bt - bc) / (1 - bc)
+    assert (r.ci_low, r.ci_high) == pytest.approx((np.quantile(e, 0.25), np.quantile(e, 0.75)))
+    one = nrmse_risk([4.0], [1.0], 10.0, name="x", rng=0)  # one prediction each is enough
+    assert one.value == pytest.approx((0.8 - 0.9) / (1 - 0.9))
+    perfect = nrmse_risk([1.0], [0.0, 0.0], 10.0, name="x", rng=0)  # the control is predicted exactly: E is undefined
+    assert math.isnan(perfect.value) and perfect.control_rate == 1.0
+    assert nrmse_risk([1.0], None, 10.0, name="x", rng=0).metrics["n_control"] == 0
+
+
+def test_ml_inference_baseline_rmse_and_categorical_features(monkeypatch):
+    import achilles.nobox.inference as inf
+    g = np.random.default_rng(0)
+    train = pd.DataFrame({"a": g.choice(list("xyz"), 400), "b": g.normal(size=400), "s": ["p"] * 300 + ["q"] * 100})
+    syn = train.assign(s=["q"] * 300 + ["p"] * 100)  # the synthetic majority is q, the training majority p
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = MLInference(model_params=dict(max_iter=5)).evaluate(train, syn, train, rng=0)
+    assert r.baseline_rate == pytest.approx(0.25)  # the synthetic majority's share of the training records
+    seen = []
+    fp = inf._fit_predict
+    monkeypatch.setattr(inf, "_fit_predict", lambda *a, **k: (seen.append(a[5]), fp(*a, **k))[1])
+    wide = train.assign(c=[f"v{i % 3}" for i in range(400)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        MLInference(secret="s", aux_cols=["a", "c", "b"], model_params=dict(max_bins=3, max_iter=5)).evaluate(wide, wide, wide, rng=0)
+    assert seen[-1].tolist() == [True, True, False]  # 3 categories fit max_bins=3: categorical
+    many = pd.DataFrame({"k": [f"c{i}" for i in range(512)], "b": g.normal(size=512), "y": g.normal(size=512)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        MLInference(secret="y", model_params=dict(max_iter=5)).evaluate(many, many, many, rng=0)  # 512 > 255 categories
+    assert seen[-1].tolist() == [False, False]  # too many categories for the trees' bins: treated as a number
+    num = pd.DataFrame({"a": g.choice(list("xy"), 200), "y": g.uniform(0, 0.5, 200)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r2 = MLInference(secret="y", model_params=dict(max_iter=5)).evaluate(num, num, num, rng=0)  # a range below 1
+    assert 0 < r2.metrics["rmse_train"] == r2.metrics["rmse_control"] < 0.5
+    with pytest.raises(ValueError, match="takes one value only"):
+        MLInference(secret="y").evaluate(num.assign(y=0.3), num.assign(y=0.3), num.assign(y=0.3), rng=0)
+
+
+def test_ml_inference_rmse_metrics():
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    train, syn, control = _tables(7, 300)
+    schema = common_schema(train, syn, control)
+    aux = [c for c in schema.names if c != "y"]
+    params = dict(random_state=11, max_iter=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = MLInference(secret="y", model_params=params).evaluate(train, syn, control, rng=0)
+    cat = np.array([schema[c].is_categorical for c in aux])
+    est = HistGradientBoostingRegressor(categorical_features=cat, **params).fit(_features(syn, schema, aux), syn["y"].to_numpy(float))
+    for key, df in (("rmse_train", train), ("rmse_control", control)):
+        assert r.metrics[key] == pytest.approx(np.sqrt(np.mean((est.predict(_features(df, schema, aux)) - df["y"].to_numpy(float)) ** 2)))
+
+
+def test_gtcap_numeric_keys_only_and_the_synthetic_orientations_errors():
+    train, syn, control = _tables(4, 120)
+    schema = common_schema(train, syn, control)
+    q, r = NeighbourData.from_frame(train, schema), NeighbourData.from_frame(syn, schema)
+    den, num = gtcap_counts(q, r, "y", ["x1", "x2"], 0.3)  # no categorical key: one class for every record
+    sx = np.stack([_scaled(train, schema, c) for c in ("x1", "x2")], 1); rx = np.stack([_scaled(syn, schema, c) for c in ("x1", "x2")], 1)
+    near = np.sqrt(((sx[:, None] - rx[None]) ** 2).sum(-1)) <= 0.3
+    close = np.abs(_scaled(train, schema, "y")[:, None] - _scaled(syn, schema, "y")[None]) <= 0.3
+    np.testing.assert_array_equal(den, near.sum(1)); np.testing.assert_array_equal(num, (near & close).sum(1))
+    t = pd.DataFrame({"k": ["a", "b", "c"], "s": ["x", "y", "x"]})
+    s1 = pd.DataFrame({"k": ["a", "d", "e"], "s": ["x", "y", "y"]})  # one synthetic record shares its key with a training one
+    c1 = pd.DataFrame({"k": ["e", "f", "g"], "s": ["y", "y", "x"]})
+    r1 = GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1, rng=0)
+    assert r1.attack_rate == 1.0 and r1.control_rate == 1.0
+    with pytest.raises(ValueError, match="training record"):
+        GTCAP(secret="s", orientation="synthetic").evaluate(t, s1.assign(k=["p", "q", "r"]), c1, rng=0)
+    with pytest.raises(ValueError, match="control record"):
+        GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1.assign(k=["p", "q", "r"]), rng=0)
+    one = gtcap_radius_sweep(t, s1, c1, radii=[0.1], secret="s", orientation="synthetic", rng=0)
+    assert one["radius"].tolist() == [0.1] and one["attack_rate"].tolist() == [1.0]  # one radius is a sweep too

@@ -135,6 +135,7 @@ def control_risk(train_outcomes,  # per-record outcomes of the attack on trainin
                  best: float = 1.0,  # e*: the best possible rate
                  direction: str = "higher",
                  n_boot: int = 1000,  # bootstrap replicates for the CI of E
+                 control_boot=None,  # replicate means of the control rate to use instead of resampling `control_outcomes` (n_boot of them)
                  confidence: float = 0.95,
                  rng=None,  # int seed, Generator or None (only the bootstrap draws)
                  metrics: dict | None = None,  # further named numbers to keep
@@ -157,7 +158,12 @@ def control_risk(train_outcomes,  # per-record outcomes of the attack on trainin
             return np.where(best - b > 0, (a - b) / (best - b), np.nan)
     value = float(risk(et, ec))
     bt = _resampled_means(t, n_boot, g)
-    bc = _resampled_means(c, n_boot, g) if c is not None else None
+    if control_boot is not None:  # from an estimator whose uncertainty resampling its outcomes would miss
+        if c is None: raise ValueError(f"{name}: control_boot was given without control outcomes")
+        bc = np.asarray(control_boot, dtype=np.float64).ravel()
+        if len(bc) != n_boot or not np.isfinite(bc).all():
+            raise ValueError(f"{name}: control_boot must hold n_boot={n_boot} finite replicate means, got {len(bc)}")
+    else: bc = _resampled_means(c, n_boot, g) if c is not None else None
     boot = risk(bt, bc) if c is not None else bt
     boot = boot[np.isfinite(boot)]
     a = (1 - check_fraction("confidence", confidence)) / 2

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #2707aa9b
 from __future__ import annotations
-import math, warnings
+import functools, math, warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -15,7 +15,7 @@ from numba import njit, prange
 
 from ..core.base import PrivacyMetric
 from ..core.data import Schema
-from ..core.results import RiskResult, wilson_interval
+from ..core.results import RiskResult
 from ..core.rng import seed_child, seed_root
 from ..core.runtime import limit_threads
 from ..core.validate import check_choice, check_int, check_n_jobs
@@ -23,10 +23,16 @@ from . import control_risk
 
 # %% auto #0
 __all__ = ['EQ', 'NE', 'LT', 'LE', 'GT', 'GE', 'OP_TEXT', 'QueryTable', 'unique_rows', 'Predicates', 'CountTable',
-           'predicate_counts', 'univariate_queries', 'multivariate_queries', 'random_queries', 'expected_singletons',
-           'size_correction', 'singling_out_attack', 'SinglingOut']
+           'predicate_counts', 'univariate_queries', 'multivariate_queries', 'random_queries', 'subsample_singletons',
+           'expected_singletons', 'fit_beta_binomial', 'predicted_singletons', 'control_outcomes',
+           'control_rate_replicates', 'singling_out_attack', 'SinglingOut']
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #1e42b806
+@functools.lru_cache(maxsize=256)
+def _category_lut(levels: tuple, categories: tuple) -> np.ndarray:
+    "Our code of each of a categorical dtype's categories (computed once per column and dtype, not once per table)."
+    return pd.Index(levels, dtype=object).get_indexer(pd.Index(list(categories), dtype=object))
+
 @dataclass(frozen=True)
 class QueryTable:
     "How tables are encoded for predicate counting: categorical values as shared integer codes, numbers as they are (float64)."
@@ -56,7 +62,7 @@ class QueryTable:
             s = df[col]
             if lev is None: X[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
             elif isinstance(s.dtype, pd.CategoricalDtype):
-                lut = pd.Index(lev, dtype=object).get_indexer(pd.Index(list(s.cat.categories), dtype=object))
+                lut = _category_lut(lev, tuple(s.cat.categories))
                 codes = s.cat.codes.to_numpy()
                 X[:, j] = np.where(codes >= 0, lut[codes], -1)  # code -1: a missing value
             else: X[:, j] = pd.Index(lev, dtype=object).get_indexer(pd.Index(s.to_numpy(), dtype=object))
@@ -70,7 +76,11 @@ class QueryTable:
 def unique_rows(X: np.ndarray) -> np.ndarray:
     "The distinct rows of X [n, d], in order of first occurrence."
     Y = np.ascontiguousarray(X + 0.0)  # + 0.0: -0.0 and 0.0 are one value
-    v = Y.view(np.dtype((np.void, Y.dtype.itemsize * Y.shape[1]))).ravel()
+    if Y.shape[0] == 0 or Y.shape[1] == 0: return Y[:min(len(Y), 1)] if Y.shape[1] == 0 else Y
+    codes, _ = pd.factorize(pd.util.hash_pandas_object(pd.DataFrame(Y), index=False).to_numpy())  # a 64-bit hash per row
+    first = np.flatnonzero(np.r_[True, np.diff(np.maximum.accumulate(codes)) > 0])  # the first row of each hash
+    if np.array_equal(Y, Y[first][codes]): return Y[first]  # every row equals the first row of its hash: no collision
+    v = Y.view(np.dtype((np.void, Y.dtype.itemsize * Y.shape[1]))).ravel()  # a hash collision: compare the bytes
     _, first = np.unique(v, return_index=True)
     return Y[np.sort(first)]
 
@@ -172,6 +182,13 @@ def _count_kernel(XT, ST, OT,  # columns [d, n] (column-major), each column sort
             if c >= cap: break
         out[p] = c
 
+@njit(cache=True)
+def _count_one_term(ST, cols, ops, vals, cap, out):
+    "One-term predicates (the univariate attack): the size of the term's range in the sorted column, at most `cap`; serial."
+    for p in range(cols.shape[0]):
+        r1, s1, r2, s2 = _ranges(ST[cols[p, 0]], ops[p, 0], vals[p, 0])
+        out[p] = min((s1 - r1) + (s2 - r2), cap)
+
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #88f1eb4b
 class CountTable:
     "An encoded table prepared for counting predicates: its columns contiguous, each column sorted, and the sorting orders."
@@ -201,8 +218,11 @@ class CountTable:
             raise ValueError(f"the predicates use column positions outside 0..{self.d - 1}")
         cap = self.n + 1 if cap is None else check_int("cap", cap, lo=1)
         c = np.ascontiguousarray
-        order = self.order if (preds.nterms > 1).any() else np.zeros((self.d, 0), np.int64)  # one-term predicates need none
-        _count_kernel(self.XT, self.sorted, order, c(preds.cols, np.int64), c(preds.ops, np.int8),
+        if (preds.nterms == 1).all():  # one-term predicates: binary searches only, no sorting order, no threads
+            _count_one_term(self.sorted, c(preds.cols[:, :1], np.int64), c(preds.ops[:, :1], np.int8),
+                            c(preds.vals[:, :1], np.float64), cap, out)
+            return out
+        _count_kernel(self.XT, self.sorted, self.order, c(preds.cols, np.int64), c(preds.ops, np.int8),
                       c(preds.vals, np.float64), c(preds.nterms, np.int64), cap, out)
         return out
 
@@ -214,6 +234,12 @@ def predicate_counts(X,  # an encoded table [n, d] (`QueryTable.encode`) or a `C
     return (X if isinstance(X, CountTable) else CountTable(X)).count(preds, cap)
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #4ca09410
+def _sorted_unique(s: np.ndarray) -> tuple:
+    "(values, counts) of a sorted 1-D array, as `np.unique(s, return_counts=True)` gives them (without sorting again)."
+    if len(s) == 0: return s[:0], np.zeros(0, np.int64)
+    start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[start], np.diff(np.r_[start, len(s)])
+
 def _first_new(preds: Predicates, seen: set, room: int) -> np.ndarray:
     "Positions of the first `room` predicates not in `seen` and not repeated, in order; `seen` is updated."
     keys = preds.keys()
@@ -241,16 +267,15 @@ def univariate_queries(S: CountTable,  # the synthetic table, encoded and dedupl
     "Anonymeter's univariate queries: `col <= min` and `col >= max` on numbers, `col == v` for values held by one record; those that single out one synthetic record."
     cols, ops, vals = [], [], []
     for j in range(S.d):
-        x = S.XT[j]
-        if numeric[j]: cols += [j, j]; ops += [LE, GE]; vals += [x.min(), x.max()]
-        u, c = np.unique(x, return_counts=True)
+        u, c = _sorted_unique(S.sorted[j])
+        if numeric[j]: cols += [j, j]; ops += [LE, GE]; vals += [u[0], u[-1]]
         rare = u[c == 1]
         cols += [j] * len(rare); ops += [EQ] * len(rare); vals += rare.tolist()
     order = g.permutation(len(cols))
     p = Predicates(np.array(cols, np.int64)[order, None], np.array(ops, np.int8)[order, None],
                    np.array(vals, np.float64)[order, None], np.ones(len(cols), np.int64))
     p = p.take(np.flatnonzero(S.count(p, cap=2) == 1))
-    return p.take(_first_new(p, set(), n_attacks))
+    return p.take(np.arange(min(len(p), n_attacks)))  # distinct by construction: (column, value) pairs, and two extremes
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #cf4e91a0
 def multivariate_queries(S: CountTable,  # the synthetic table, encoded and deduplicated
@@ -287,7 +312,7 @@ def random_queries(S: CountTable,  # the synthetic table, encoded and deduplicat
                    g: np.random.Generator,
                    ) -> Predicates:
     "Anonymeter's random-guess baseline: random columns, a random synthetic value of each, a random operator (==, != on categories; any on numbers)."
-    uniq = [np.unique(S.XT[j]) for j in range(S.d)]
+    uniq = [_sorted_unique(S.sorted[j])[0] for j in range(S.d)]
     cols = _random_columns(g, n_queries, S.d, n_cols)
     pick = (g.random(cols.shape) * np.array([len(u) for u in uniq])[cols]).astype(np.int64)
     vals = np.empty(cols.shape)
@@ -297,47 +322,116 @@ def random_queries(S: CountTable,  # the synthetic table, encoded and deduplicat
     ops = (g.random(cols.shape) * np.where(numeric[cols], 6, 2)).astype(np.int8)
     return Predicates(cols, ops, vals, np.full(n_queries, cols.shape[1], np.int64))
 
-# %% ../../nbs/35_nobox/02_singling_out.ipynb #19ad39a1
-def _so_integral(n, w):
-    "Cohen & Nissim's singling-out probability n·v·(1-v)^(n-1) integrated over v in [0, w]."
-    return (1.0 - (n * w + 1.0) * (1.0 - w) ** n) / (n + 1.0)
-
-def expected_singletons(counts: np.ndarray,  # matches of each query in the full table of N records
-                        N: int,  # records in the table
-                        m: int,  # records in a random subset (without replacement)
-                        ) -> float:
-    "Expected number of queries that match exactly one record of a random m-subset: sum of c·C(N-c, m-1)/C(N, m)."
+# %% ../../nbs/35_nobox/02_singling_out.ipynb #fcccbabb
+def _lchoose(a, b):
+    "log of the binomial coefficient C(a, b), elementwise."
     from scipy.special import gammaln
+    return gammaln(a + 1.0) - gammaln(b + 1.0) - gammaln(a - b + 1.0)
+
+def subsample_singletons(counts: np.ndarray,  # matches of each query in the full table of N records
+                         N: int,  # records in the table
+                         m: int,  # records in a random subset (without replacement), m <= N
+                         ) -> np.ndarray:
+    "Per query: the probability that it matches exactly one record of a random m-subset, c·C(N-c, m-1)/C(N, m)."
     c = np.asarray(counts, dtype=np.float64)
-    c = c[(c > 0) & (N - c >= m - 1)]
-    lc = lambda a, b: gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)
-    return float(np.sum(c * np.exp(lc(N - c, m - 1) - lc(N, m))))
+    out = np.zeros(c.shape)
+    ok = (c > 0) & (N - c >= m - 1)
+    out[ok] = c[ok] * np.exp(_lchoose(N - c[ok], m - 1.0) - _lchoose(float(N), float(m)))
+    return out
 
-def _fit_weight(x: np.ndarray, y: np.ndarray) -> float:
-    "Least-squares w of y ≈ a·I(x, w) with a >= 0 (a solved in closed form for each w): a log grid, then Brent's method."
-    from scipy.optimize import minimize_scalar
-    x = np.asarray(x, dtype=np.float64)
-    def sse(w):
-        I = _so_integral(x[None, :], np.atleast_1d(w)[:, None])
-        a = np.maximum((I * y).sum(1) / np.maximum((I * I).sum(1), 1e-300), 0.0)
-        return ((a[:, None] * I - y) ** 2).sum(1)
-    lg = np.linspace(-9.0, 0.0, 361)
-    i = int(np.argmin(sse(10.0 ** lg)))
-    r = minimize_scalar(lambda t: sse(10.0 ** t)[0], bounds=(lg[max(i - 1, 0)], lg[min(i + 1, len(lg) - 1)]),
-                        method="bounded", options=dict(xatol=1e-10))
-    return float(10.0 ** r.x)
+def expected_singletons(counts: np.ndarray, N: int, m: int) -> float:
+    "Expected number of queries that match exactly one record of a random m-subset of the N records."
+    return float(subsample_singletons(counts, N, m).sum())
 
-def size_correction(counts: np.ndarray,  # matches of each attack query in the control set (full counts)
-                    n_control: int,  # records in the (deduplicated) control set
-                    n_train: int,  # records in the (deduplicated) training set
-                    ) -> float:
-    "Anonymeter's factor for a control set of another size: S(n_train) / S(n_control) of the fitted singling-out model."
-    if n_control == n_train: return 1.0
-    sizes = np.linspace(min(1000, n_control), n_control, 10).astype(np.int64)
-    succ = np.array([expected_singletons(counts, n_control, int(m)) for m in sizes])
-    if succ.max() <= 0: return 1.0
-    w = _fit_weight(sizes, succ)
-    return float(_so_integral(n_train, w) / _so_integral(n_control, w))
+# %% ../../nbs/35_nobox/02_singling_out.ipynb #5c5d7aa4
+_LOG_BETA_LO, _LOG_ALPHA_LIM = -5.0, 8.0  # bounds of log beta (from below) and |log alpha|
+
+def _bb_objective(la, lb, u, W, N):
+    "Penalised beta-binomial log-likelihood: la, lb [B] (log alpha, log beta), u [K] distinct counts, W [B, K] their weights."
+    from scipy.special import betaln
+    a, b = np.exp(la)[:, None], np.exp(lb)[:, None]
+    return (W * (betaln(a + u, b + N - u) - betaln(a, b))).sum(1) - 0.5 * la ** 2
+
+def _bb_newton(la, lb, u, W, N, iters: int = 60):
+    "Maximise `_bb_objective` for every row of W from (la, lb): Newton steps with backtracking; (la, lb, objective)."
+    from scipy.special import digamma, polygamma
+    la, lb = np.array(la, dtype=np.float64), np.array(lb, dtype=np.float64)
+    hi, tot = math.log(N) + 20.0, W.sum(1)
+    f = _bb_objective(la, lb, u, W, N)
+    for _ in range(iters):
+        a, b = np.exp(la), np.exp(lb)
+        A, B, S = a[:, None], b[:, None], (a + b + N)[:, None]
+        ga = (W * (digamma(A + u) - digamma(S))).sum(1) - tot * (digamma(a) - digamma(a + b))
+        gb = (W * (digamma(B + N - u) - digamma(S))).sum(1) - tot * (digamma(b) - digamma(a + b))
+        haa = (W * (polygamma(1, A + u) - polygamma(1, S))).sum(1) - tot * (polygamma(1, a) - polygamma(1, a + b))
+        hbb = (W * (polygamma(1, B + N - u) - polygamma(1, S))).sum(1) - tot * (polygamma(1, b) - polygamma(1, a + b))
+        hab = -(W * polygamma(1, S)).sum(1) + tot * polygamma(1, a + b)
+        g1, g2 = a * ga - la, b * gb  # the gradient in (log alpha, log beta), the prior's term included
+        h11, h22, h12 = a * a * haa + a * ga - 1.0, b * b * hbb + b * gb, a * b * hab
+        det = h11 * h22 - h12 * h12
+        nd = (h11 < 0) & (det > 0)  # negative definite: a Newton step; otherwise a scaled gradient step
+        sd = np.where(nd, det, 1.0)
+        d1 = np.where(nd, -(h22 * g1 - h12 * g2) / sd, g1 / (1.0 + np.abs(h11)))
+        d2 = np.where(nd, -(h11 * g2 - h12 * g1) / sd, g2 / (1.0 + np.abs(h22)))
+        step, done = np.ones_like(la), np.zeros(la.shape, bool)
+        for _ in range(40):  # backtracking: the first step (1, 1/2, 1/4, ...) that does not lower the objective
+            nla = np.clip(la + step * d1, -_LOG_ALPHA_LIM, _LOG_ALPHA_LIM)
+            nlb = np.clip(lb + step * d2, _LOG_BETA_LO, hi)
+            nf = _bb_objective(nla, nlb, u, W, N)
+            ok = (nf >= f) & ~done
+            la, lb, f = np.where(ok, nla, la), np.where(ok, nlb, lb), np.where(ok, nf, f)
+            done |= ok
+            if done.all(): break
+            step = np.where(done, step, step / 2)
+        if np.all(np.abs(step * d1) < 1e-9) and np.all(np.abs(step * d2) < 1e-9): break
+    return la, lb, f
+
+def fit_beta_binomial(counts: np.ndarray,  # matches of each query among N records
+                      N: int,  # records
+                      ) -> tuple:
+    "(alpha, beta) of the query shares p ~ Beta(alpha, beta), from counts ~ Binomial(N, p), with a N(0, 1) prior on log alpha."
+    u, w = np.unique(np.asarray(counts, dtype=np.float64), return_counts=True)
+    la0 = np.linspace(-4.0, 4.0, 9)
+    lb0 = la0 + math.log(max(N / max(float(np.sum(u * w) / np.sum(w)), 1e-3) - 1.0, 1.0))  # the mean share, at each alpha
+    la, lb, f = _bb_newton(la0, lb0, u, np.tile(w.astype(np.float64), (len(la0), 1)), N)
+    i = int(np.argmax(f))
+    return math.exp(la[i]), math.exp(lb[i])
+
+def predicted_singletons(counts: np.ndarray,  # matches of each query among the N control records
+                         N: int, m: int,  # control records; records of the table to predict for (the training set)
+                         alpha: float, beta: float,  # the fitted Beta of the shares
+                         ) -> np.ndarray:
+    "Per query: E[m p (1-p)^(m-1) | c], the posterior probability that it singles out one record in m new records."
+    from scipy.special import betaln
+    c = np.asarray(counts, dtype=np.float64)
+    return m * np.exp(betaln(alpha + c + 1.0, beta + N - c + m - 1.0) - betaln(alpha + c, beta + N - c))
+
+# %% ../../nbs/35_nobox/02_singling_out.ipynb #7e1656b7
+def control_outcomes(counts: np.ndarray,  # matches of each attack query among the control records (full counts)
+                     n_control: int,  # records in the (deduplicated) control set
+                     n_train: int,  # records in the (deduplicated) training set
+                     ) -> tuple:
+    "Per query, the control's success at the training set's size: (outcomes [P], info: method, alpha, beta)."
+    c = np.asarray(counts)
+    if n_control == n_train: return (c == 1).astype(np.float64), dict(method="equal sizes")
+    if n_control > n_train: return subsample_singletons(c, n_control, n_train), dict(method="subsample")
+    if not (c > 0).any():  # no query matches anybody: no share to extrapolate from
+        return np.zeros(c.shape), dict(method="beta-binomial", alpha=math.nan, beta=math.nan)
+    a, b = fit_beta_binomial(c, n_control)
+    return predicted_singletons(c, n_control, n_train, a, b), dict(method="beta-binomial", alpha=a, beta=b)
+
+def control_rate_replicates(counts: np.ndarray, n_control: int, n_train: int, info: dict,
+                            n_boot: int, g: np.random.Generator) -> np.ndarray:
+    "Bootstrap replicates of the control rate of `control_outcomes`: the queries resampled, the beta-binomial model refitted."
+    c = np.asarray(counts, dtype=np.float64)
+    u, w = np.unique(c, return_counts=True)
+    W = g.multinomial(len(c), w / w.sum(), size=n_boot).astype(np.float64)  # each resample as weights on the distinct counts
+    if info["method"] != "beta-binomial" or math.isnan(info["alpha"]):
+        per = control_outcomes(u, n_control, n_train)[0] if info["method"] != "beta-binomial" else np.zeros(len(u))
+        return W @ per / len(c)
+    la, lb, _ = _bb_newton(np.full(n_boot, math.log(info["alpha"])), np.full(n_boot, math.log(info["beta"])), u, W, n_control)
+    P = predicted_singletons(u[None, :], n_control, n_train, np.exp(la)[:, None], np.exp(lb)[:, None])
+    return (W * P).sum(1) / len(c)
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #09c31898
 def _risk(t: np.ndarray, c: np.ndarray | None) -> float:
@@ -364,11 +458,11 @@ def singling_out_attack(S: CountTable,  # synthetic records, encoded and dedupli
     out["train"] = (T.count(q, cap=2) == 1).astype(np.float64)
     out["baseline"] = float(np.mean(T.count(random_queries(S, numeric, len(q), n_cols, g), cap=2) == 1))
     if C is None: out["control"] = None
-    elif C.n == T.n: out["control"] = (C.count(q, cap=2) == 1).astype(np.float64)
     else:
-        cnt = C.count(q)
-        out["correction"] = size_correction(cnt, C.n, T.n)
-        out["control"] = (cnt == 1) * out["correction"]
+        cnt = C.count(q, cap=2 if C.n == T.n else None)  # full counts where the sizes differ
+        out["control"], out["control_model"] = control_outcomes(cnt, C.n, T.n)
+        out["control_counts"], ones = cnt, int(np.sum(cnt == 1))
+        out["correction"] = float(out["control"].sum() / ones) if ones else math.nan
     out["risk"] = _risk(out["train"], out["control"])
     return out
 
@@ -443,6 +537,17 @@ def _evaluate(self: SinglingOut, train, synthetic, control, schema, rng) -> Risk
     metrics = dict(attack="univariate" if best["mode"] == "univariate" else f"multivariate, n_cols={best['n_cols']}",
                    n_guesses=best["n"], n_attempts=best["n"] if best["attempts"] is None else best["attempts"],
                    control_size_correction=best["correction"], **sizes)
+    control_boot, model = None, best.get("control_model")
+    if model is not None and model["method"] != "equal sizes":
+        metrics["control_size_method"] = model["method"]
+        if model["method"] == "beta-binomial": metrics.update(control_share_alpha=model["alpha"], control_share_beta=model["beta"])
+        control_boot = control_rate_replicates(best["control_counts"], sizes["n_unique_control"], sizes["n_unique_train"], model,
+                                               self.n_boot, np.random.default_rng(seed_child(root, 2)))
+        if sizes["n_unique_train"] > 4 * sizes["n_unique_control"]:
+            warnings.warn(f"singling out: the control set has {sizes['n_unique_control']:,} distinct records, "
+                          f"{sizes['n_unique_train'] / sizes['n_unique_control']:.1f}x fewer than the training set's "
+                          f"{sizes['n_unique_train']:,}: its success rate at the training set's size is extrapolated by a "
+                          "beta-binomial model (its uncertainty is in the interval); a larger control set measures it", stacklevel=3)
     for r in runs:
         metrics[f"risk_{_label(r['mode'], r['n_cols'])}"] = r["risk"]
         metrics[f"guesses_{_label(r['mode'], r['n_cols'])}"] = r["n"]
@@ -450,10 +555,12 @@ def _evaluate(self: SinglingOut, train, synthetic, control, schema, rng) -> Risk
                        rng=np.random.default_rng(seed_child(root, 0)), metrics=metrics,
                        parameters=dict(metric=self.name, mode=self.mode, n_attacks=self.n_attacks,
                                        n_cols="3..12" if self.n_cols is None else list(self.n_cols),
-                                       max_attempts=self.max_attempts, n_boot=self.n_boot, deduplicated=True))
-    if best["control"] is not None and best["correction"] != 1.0:  # Wilson interval of the size-corrected control count
-        res.metrics["control_rate_ci_low"], res.metrics["control_rate_ci_high"] = wilson_interval(
-            float(best["control"].sum()), best["n"], res.confidence)
+                                       max_attempts=self.max_attempts, n_boot=self.n_boot, deduplicated=True),
+                       control_boot=control_boot)
+    if control_boot is not None:  # the control rate's interval from the same replicates
+        q = (1 - res.confidence) / 2
+        res.metrics["control_rate_ci_low"], res.metrics["control_rate_ci_high"] = (float(np.quantile(control_boot, q)),
+                                                                                   float(np.quantile(control_boot, 1 - q)))
     if res.attack_rate <= res.baseline_rate:
         warnings.warn(f"singling out: the attack (rate {res.attack_rate:.3f}) does no better than random queries "
                       f"(rate {res.baseline_rate:.3f}); the result cannot be trusted", stacklevel=3)

@@ -1,0 +1,302 @@
+"""The intervals and summaries every result carries (achilles.core.results), against independent formulas and simulation, on
+the unbalanced and edge cases the notebook's examples do not reach (an audit's IN and OUT pools are unbalanced)."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from achilles.core.results import (RiskResult, _fmt, _z, auc_interval, bootstrap_interval, check_labels, tpr_at_fpr,
+                                   wilson_interval)
+
+
+def _hanley_mcneil_se(a, n_abnormal, n_normal):
+    "Hanley & McNeil (1982), Eq. 1: Q1 goes with the abnormal (positive, IN) cases, Q2 with the normal (OUT) ones."
+    q1, q2 = a / (2 - a), 2 * a ** 2 / (1 + a)
+    return math.sqrt((a * (1 - a) + (n_abnormal - 1) * (q1 - a ** 2) + (n_normal - 1) * (q2 - a ** 2)) / (n_abnormal * n_normal))
+
+
+@pytest.mark.parametrize("auc,n_pos,n_neg", [(0.8, 450, 50), (0.8, 50, 450), (0.65, 300, 20), (0.95, 40, 400), (0.5, 7, 3)])
+def test_auc_interval_is_hanley_mcneil_on_unbalanced_classes(auc, n_pos, n_neg):
+    lo, hi = auc_interval(auc, n_pos, n_neg)
+    h = 1.959963984540054 * _hanley_mcneil_se(auc, n_pos, n_neg)
+    assert lo == pytest.approx(max(0.0, auc - h), abs=1e-12) and hi == pytest.approx(min(1.0, auc + h), abs=1e-12)
+
+
+def test_auc_interval_with_450_in_and_50_out():
+    "The issue's example: [0.748, 0.852]; with the two counts swapped it would be [0.724, 0.876]."
+    lo, hi = auc_interval(0.8, 450, 50)
+    assert (round(lo, 3), round(hi, 3)) == (0.748, 0.852)
+    assert (round(auc_interval(0.8, 50, 450)[0], 3)) == 0.724
+
+
+def test_auc_interval_width_matches_simulation():
+    """Exponential scores (Hanley and McNeil's derivation): the spread of the empirical AUC over 3,000 draws with 450 IN and
+    50 OUT records matches the interval's standard error within 10 %; swapping the two counts would be 46 % off."""
+    g = np.random.default_rng(0)
+    a, n_pos, n_neg, reps = 0.8, 450, 50, 3000
+    pos = g.exponential(1 / (1 / a - 1), size=(reps, n_pos))  # P(pos > neg) = a when neg ~ Exp(1)
+    neg = g.exponential(1.0, size=(reps, n_neg))
+    ranks = stats.rankdata(np.concatenate([pos, neg], axis=1), axis=1)
+    aucs = (ranks[:, :n_pos].sum(1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    assert aucs.mean() == pytest.approx(a, abs=0.005)
+    lo, hi = auc_interval(a, n_pos, n_neg)
+    assert (hi - lo) / (2 * 1.959963984540054) == pytest.approx(aucs.std(), rel=0.1)
+
+
+def test_auc_interval_edges():
+    assert all(math.isnan(x) for x in auc_interval(0.7, 0, 10)) and all(math.isnan(x) for x in auc_interval(0.7, 10, 0))
+    assert auc_interval(1.0, 1, 1) == pytest.approx((1.0 - 1.959963984540054 * math.sqrt(1e-12), 1.0), abs=1e-5)
+    assert auc_interval(0.0, 5, 5)[0] == 0.0 and auc_interval(1.0, 5, 5)[1] == 1.0  # clipped
+    lo90, hi90 = auc_interval(0.7, 30, 30, confidence=0.9)
+    lo95, hi95 = auc_interval(0.7, 30, 30)
+    assert (hi90 - lo90) / (hi95 - lo95) == pytest.approx(1.6448536269514722 / 1.959963984540054)
+
+
+def _wilson(k, n, z):
+    "The Wilson score interval, solving |p_hat - p| = z sqrt(p (1 - p) / n) for p."
+    p = k / n
+    roots = np.roots([1 + z * z / n, -(2 * p + z * z / n), p * p])
+    return tuple(sorted(float(np.real(r)) for r in roots))
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (1, 10), (3, 7), (50, 100), (99, 100), (10, 10), (2, 300)])
+def test_wilson_interval_solves_the_score_equation(k, n):
+    lo, hi = wilson_interval(k, n)
+    rlo, rhi = _wilson(k, n, 1.959963984540054)
+    assert lo == pytest.approx(max(rlo, 0.0), abs=1e-9) and hi == pytest.approx(min(rhi, 1.0), abs=1e-9)
+    assert lo <= k / n + 1e-12 and k / n <= hi + 1e-12
+
+
+def test_wilson_interval_levels_and_edges():
+    assert all(math.isnan(x) for x in wilson_interval(0, 0))
+    for conf in (0.9, 0.95, 0.99, 0.8):
+        lo, hi = wilson_interval(30, 100, conf)
+        rlo, rhi = _wilson(30, 100, stats.norm.ppf(0.5 + conf / 2))
+        assert (lo, hi) == pytest.approx((rlo, rhi), abs=1e-9)
+    assert wilson_interval(0, 20)[0] == 0.0 and wilson_interval(20, 20)[1] == 1.0
+
+
+def test_z_quantiles():
+    for conf in (0.9, 0.95, 0.99, 0.8, 0.5):
+        assert _z(conf) == pytest.approx(stats.norm.ppf(0.5 + conf / 2), abs=1e-12)
+
+
+def test_bootstrap_interval():
+    x = np.r_[np.ones(30), np.zeros(70)]
+    lo, hi = bootstrap_interval(x, n_boot=2000, rng=0)
+    assert lo < 0.3 < hi and hi - lo == pytest.approx(2 * 1.96 * math.sqrt(0.21 / 100), rel=0.15)
+    assert bootstrap_interval(x, n_boot=500, rng=3) == bootstrap_interval(x, n_boot=500, rng=3)
+    mlo, mhi = bootstrap_interval(np.arange(101.0), statistic=np.median, n_boot=500, rng=0)
+    assert mlo < 50 < mhi and mhi - mlo < 30
+    lo90, hi90 = bootstrap_interval(x, n_boot=2000, confidence=0.9, rng=0)
+    assert lo <= lo90 and hi90 <= hi and (lo90, hi90) != (lo, hi)
+    assert all(math.isnan(v) for v in bootstrap_interval([], rng=0))
+
+
+def test_tpr_at_fpr_interpolates_between_roc_points():
+    fpr, tpr = np.array([0.0, 0.0, 0.2, 0.6, 1.0]), np.array([0.0, 0.3, 0.5, 0.9, 1.0])
+    assert tpr_at_fpr(fpr, tpr, 0.1) == pytest.approx(0.4)
+    assert tpr_at_fpr(fpr, tpr, 0.5) == pytest.approx(0.8)
+    assert tpr_at_fpr(fpr, tpr, 0.2) == 0.5  # on a point
+    assert tpr_at_fpr(fpr, tpr, 0.0) == 0.3  # the highest TPR at FPR 0
+    assert tpr_at_fpr(fpr, tpr, 1.0) == 1.0
+    assert tpr_at_fpr(np.array([0.1, 1.0]), np.array([0.5, 1.0]), 0.05) == 0.0  # below the first point
+
+
+def test_check_labels():
+    assert check_labels([True, False], 2).tolist() == [1, 0]
+    assert check_labels(np.array([1.0, 0.0, 1.0]), 3).tolist() == [1, 0, 1]
+    for bad, msg in (([[1, 0]], "1-D"), ([1, 0, 1], "3 entries"), ([1, 2], r"0 \(OUT\) or 1 \(IN\)"), (["a", "b"], r"0 \(OUT\) or 1 \(IN\)"),
+                     ([0.5, 1.0], r"such as \[np.float64\(0.5\)\]")):
+        with pytest.raises(ValueError, match=msg):
+            check_labels(bad, 2)
+    with pytest.raises(ValueError, match="both IN"):
+        check_labels([1, 1], 2, need_both=True)
+    assert check_labels([1, 1], 2, need_both=False).tolist() == [1, 1]
+
+
+def test_from_scores_on_unbalanced_labels():
+    g = np.random.default_rng(1)
+    y = np.r_[np.ones(450, int), np.zeros(50, int)]
+    s = np.clip(0.5 + 0.25 * (y - 0.5) + g.normal(0, 0.2, len(y)), 0, 1)
+    r = RiskResult.from_scores(s, y, fpr_level=0.1)
+    from sklearn.metrics import roc_auc_score, roc_curve
+    assert r.value == r.auc == pytest.approx(roc_auc_score(y, s))
+    assert (r.ci_low, r.ci_high) == pytest.approx(auc_interval(r.auc, 450, 50))
+    assert r.metrics["n_in"] == 450 and r.metrics["n_datasets"] == 500 and r.n == 500
+    assert r.accuracy == pytest.approx(np.mean((s > 0.5) == (y == 1)))
+    fpr, tpr, _ = roc_curve(y, s)
+    assert r.tpr_at_low_fpr == pytest.approx(tpr_at_fpr(fpr, tpr, 0.1)) and r.fpr_level == 0.1
+    assert r.metrics["tpr@0.1"] == pytest.approx(tpr_at_fpr(fpr, tpr, 0.1))
+    assert (r.metrics["tpr@0.1_low"], r.metrics["tpr@0.1_high"]) == wilson_interval(round(r.metrics["tpr@0.1"] * 450), 450)
+    assert math.isnan(r.metrics["tpr@0.01"]) and math.isnan(r.metrics["tpr@0.001"])  # below 1/50: no threshold resolves them
+
+
+def test_from_scores_resolvable_levels_depend_on_the_out_count():
+    y = np.r_[np.ones(10, int), np.zeros(100, int)]
+    s = np.linspace(0, 1, 110)[::-1]
+    r = RiskResult.from_scores(s, y)
+    assert not math.isnan(r.metrics["tpr@0.01"]) and math.isnan(r.metrics["tpr@0.001"])  # 1/100 resolves 0.01, not 0.001
+    assert r.value == 1.0 and r.metrics["tpr@0.01"] == 1.0
+    r2 = RiskResult.from_scores(s[:60], np.r_[np.ones(10, int), np.zeros(50, int)])
+    assert math.isnan(r2.metrics["tpr@0.01"]) and not math.isnan(r2.metrics["tpr@0.1"])
+
+
+def test_accuracy_threshold_and_labels_keep_their_order():
+    r = RiskResult.from_scores([0.5, 0.51, 0.49, 0.2], [1, 1, 0, 0])
+    assert r.accuracy == 0.75  # 0.5 is not above 0.5: called OUT
+    assert r.labels.tolist() == [1, 1, 0, 0] and r.scores.tolist() == [0.5, 0.51, 0.49, 0.2]
+    with pytest.raises(ValueError, match="NaN"):
+        RiskResult.from_scores([0.5, np.nan], [1, 0])
+    with pytest.raises(ValueError, match="1-D"):
+        RiskResult.from_scores([[0.5, 0.2]], [1, 0])
+
+
+def test_rows_and_text():
+    r = RiskResult("x", 0.25, 0.1, 0.4, "wilson", attack_rate=0.3, baseline_rate=0.5, n=4, metrics=dict(k=1),
+                   parameters=dict(b=2, a=1))
+    row = r.to_row()
+    assert row["value"] == 0.25 and row["ci_low"] == 0.1 and row["ci_high"] == 0.4 and row["k"] == 1
+    assert row["parameters"] == '{"a": 1, "b": 2}' and math.isnan(row["control_rate"])
+    assert r.ci == (0.1, 0.4)
+    assert repr(r) == "RiskResult(x: 0.250 [0.100, 0.400] (wilson), higher is riskier, baseline=0.500, n=4)"
+    assert "parameters" not in RiskResult("y", 1.0).to_row()
+    assert (_fmt(None), _fmt(math.nan), _fmt(0.12345), _fmt(3), _fmt("a")) == ("–", "–", "0.123", "3", "a")
+    html = r._repr_html_()
+    assert "<b>x</b>" in html and "0.250" in html and "[0.100, 0.400]" in html and ">k<" in html
+    with pytest.raises(AttributeError, match="has no 'auc'"):
+        r.auc
+    with pytest.raises(ValueError, match="no per-item scores"):
+        r.roc_curve()
+
+
+# --- what the mutation run of issue 27 found untested: the interval edges, the summaries, the results store ------------------
+from achilles.core.results import (FPR_LEVELS, ResultsStore, StoreError, _jsonable, _numeric_nulls, plot_roc, read_results)
+
+
+def test_interval_edges_and_levels():
+    assert all(math.isnan(v) for v in wilson_interval(0, 0)) and not math.isnan(wilson_interval(0, 1)[0])
+    assert wilson_interval(3, 3)[1] == 1.0 and wilson_interval(0, 3)[0] == pytest.approx(0.0, abs=1e-12)  # clipped to [0, 1]
+    assert all(math.isnan(v) for v in auc_interval(0.6, 0, 0)) and auc_interval(0.6, 1, 1)[0] >= 0.0
+    assert not any(math.isnan(v) for v in auc_interval(0.6, 1, 1))  # one of each is enough
+    lo, hi = auc_interval(0.999999999999, 2, 2)  # clamped away from 1, not beyond it
+    assert hi == 1.0 and lo == pytest.approx(0.999999999999 - 1.959963984540054 * _hanley_mcneil_se(1 - 1e-12, 2, 2), abs=1e-9)
+    lo, hi = auc_interval(1e-15, 3, 3)
+    assert lo == 0.0 and hi == pytest.approx(1e-15 + 1.959963984540054 * _hanley_mcneil_se(1e-12, 3, 3))
+    assert FPR_LEVELS == (0.1, 0.01, 0.001)
+    for conf, z in ((0.9, 1.6448536269514722), (0.95, 1.959963984540054), (0.99, 2.5758293035489004)):
+        assert _z(conf) == z and wilson_interval(10, 20, conf) == pytest.approx(_wilson(10, 20, z))
+
+
+def test_bootstrap_interval_draws():
+    x = np.array([5.0, 1.0, 2.0, 9.0])
+    idx = np.random.default_rng(3).integers(0, 4, size=(50, 4))
+    for stat in (np.mean, np.median):
+        got = bootstrap_interval(x, statistic=stat, n_boot=50, confidence=0.8, rng=3)
+        s = np.array([stat(x[i]) for i in idx])
+        assert got == pytest.approx((np.quantile(s, 0.1), np.quantile(s, 0.9)))
+
+
+def test_tpr_at_fpr_at_the_last_point_and_on_flat_segments():
+    assert tpr_at_fpr(np.array([0.0, 0.5, 1.0]), np.array([0.2, 0.6, 1.0]), 1.0) == 1.0
+    assert tpr_at_fpr(np.array([0.0, 0.5, 1.0]), np.array([0.2, 0.6, 1.0]), 0.75) == pytest.approx(0.8)
+    assert tpr_at_fpr(np.array([0.0, 0.5, 0.5, 1.0]), np.array([0.2, 0.4, 0.6, 1.0]), 0.5) == 0.6  # the last point at 0.5
+
+
+def test_from_scores_levels_and_results_round_trip():
+    y = np.r_[np.ones(30, int), np.zeros(10, int)]  # 10 OUT: FPR 0.1 resolvable, 0.01 not
+    s = np.r_[np.linspace(0.55, 0.95, 30), np.linspace(0.05, 0.6, 10)]
+    r = RiskResult.from_scores(s, y, fpr_levels=(0.1, 0.05))
+    from sklearn.metrics import roc_curve
+    fpr, tpr, _ = roc_curve(y, s)
+    assert r.metrics["tpr@0.1"] == pytest.approx(tpr_at_fpr(fpr, tpr, 0.1)) and math.isnan(r.metrics["tpr@0.05"])
+    assert (r.metrics["tpr@0.1_low"], r.metrics["tpr@0.1_high"]) == wilson_interval(round(r.metrics["tpr@0.1"] * 30), 30)
+    assert r.accuracy == pytest.approx(np.mean((s > 0.5) == (y == 1))) and r.fpr_level == 0.01
+    assert r.confidence == 0.95 and RiskResult("x", 0.1).n == 0 and RiskResult("x", 0.1).confidence == 0.95
+    f = r.to_frame()
+    assert list(f.columns[:4]) == ["name", "value", "ci_low", "ci_high"] and len(f) == 1 and f["auc"].item() == r.auc
+    np.testing.assert_array_equal(r.roc_curve()[0], fpr)
+    with pytest.raises(ValueError, match="no per-item scores"):
+        RiskResult("x", 0.5, scores=np.ones(2)).roc_curve()
+    row = RiskResult("x", 0.5, parameters={"b": [1, 2], "a": np.float64(0.5)}).to_row()
+    assert row["parameters"] == '{"a": 0.5, "b": [1, 2]}'  # keys sorted
+    assert "baseline" not in repr(RiskResult("x", 0.5)) and "control=0.200" in repr(RiskResult("x", 0.5, control_rate=0.2))
+    html = RiskResult("x", 0.5, metrics=dict(auc=0.7, auc_low=0.6, auc_high=0.8)).__class__._repr_html_(
+        RiskResult("x", 0.5, metrics=dict(auc=0.7, auc_low=0.6, auc_high=0.8)))
+    assert html.startswith("<table>") and ">auc<" in html and "auc_low" not in html
+
+
+def test_plot_roc_returns_its_axes(tmp_path):
+    import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    r = RiskResult.from_scores([0.9, 0.2, 0.7, 0.4], [1, 0, 1, 0])
+    ax = plot_roc(r)
+    assert ax.get_xlabel() == "false positive rate" and ax.figure.get_size_inches().tolist() == [4.2, 4.0]
+    diag = ax.lines[-1]
+    assert diag.get_xdata().tolist() == [0, 1] and diag.get_ydata().tolist() == [0, 1]
+    ax2 = plot_roc([r, r], log=True)
+    assert ax2.get_xscale() == "log" and ax2.get_xlim() == pytest.approx((1e-3, 1)) and ax2.lines[-1].get_xdata().tolist() == [1e-3, 1]
+    plt.close("all")
+
+
+def test_jsonable_and_numeric_nulls():
+    assert _jsonable(np.int64(3)) == 3 and type(_jsonable(np.int64(3))) is int
+    assert _jsonable(np.float32(0.5)) == 0.5 and _jsonable(np.float64("nan")) is None and _jsonable(float("nan")) is None
+    assert _jsonable(np.array([1, 2])) == [1, 2] and _jsonable("a") == "a" and _jsonable(None) is None
+    obj = lambda v: pd.Series(v, dtype=object)  # what JSON rows with nulls read back as
+    t = _numeric_nulls(pd.DataFrame({"a": obj([1, None, 2.5]), "b": obj(["x", None, "y"]), "c": obj([True, None, False]),
+                                     "d": obj([None, None, None]), "e": obj([1, "x", 2])}))
+    assert t["a"].dtype == float and math.isnan(t["a"][1]) and t["d"].dtype == float
+    assert t["b"].dtype == object and t["c"].dtype == object and t["e"].dtype == object  # text, booleans, mixed: kept
+
+
+def test_store_rows_filters_and_summary(tmp_path):
+    st = ResultsStore(tmp_path / "deep" / "er" / "s.sqlite")  # missing folders are created
+    assert repr(st) == f"ResultsStore({str(tmp_path / 'deep' / 'er' / 's.sqlite')!r}, 0 rows)"
+    assert st.summary().columns.tolist() == ["kind", "rows"] and len(st.summary()) == 0
+    assert st.append("attack", "r1", 1, dict(dataset="adult", generator="baynet", generator_params={"b": 1, "a": 2}, auc=0.8,
+                                             n=np.int64(5), tpr=np.nan))
+    st.append("attack", "r1", 2, dict(dataset="adult", generator="baynet", generator_params="k=1", auc=0.6))
+    st.append("metric", "r2", "ims", dict(dataset="adult", value=0.25, generator=None))
+    t = st.read()
+    assert t["item"].tolist() == ["1", "2", "ims"] and t["kind"].tolist() == ["attack", "attack", "metric"]
+    assert t["run_id"].tolist() == ["r1", "r1", "r2"] and t["created"].notna().all()
+    assert t["generator_params"].tolist()[:2] == [{"b": 1, "a": 2}, "k=1"] and t["n"][0] == 5 and math.isnan(t["tpr"][0])
+    col = st._query("SELECT generator_params FROM results ORDER BY id")
+    assert [c[0] for c in col] == ['{"a": 2, "b": 1}', "k=1", None]  # a dict as sorted JSON, a string as it is, None as NULL
+    assert len(st.read("attack")) == 2 and len(st.read(run_id="r2")) == 1 and len(st.read("metric", "r1")) == 0
+    s = st.summary()
+    assert s.set_index("kind")["rows"].to_dict() == {"attack": 2, "metric": 1}
+    assert s.set_index("kind").loc["attack", "mean auc"] == pytest.approx(0.7) and s["generator"].tolist() == ["baynet", "-"]
+    assert st.items("attack", "r1") == {"1", "2"}
+    assert len(read_results(tmp_path / "deep" / "er" / "s.sqlite", kind="metric")) == 1
+    assert read_results(tmp_path / "absent.sqlite").empty
+    (tmp_path / "empty.sqlite").write_bytes(b""); assert read_results(tmp_path / "empty.sqlite").empty
+    (tmp_path / "old.csv").write_text("run_id,record_id,auc\nr,1,0.5\n")
+    assert read_results(tmp_path / "old.csv")["auc"].tolist() == [0.5]
+    st2 = ResultsStore(tmp_path / "v.sqlite"); st2.append("metric", "r", "x", dict(value=0.5))
+    assert st2.summary().columns.tolist() == ["kind", "rows", "mean value"]
+
+
+def test_store_export_and_import(tmp_path):
+    st = ResultsStore(tmp_path / "s.sqlite")
+    for i in range(3): st.append("attack", "r", i, dict(record_id=i, auc=0.5 + i / 10))
+    assert st.export(tmp_path / "out.csv") == 3
+    assert pd.read_csv(tmp_path / "out.csv")["auc"].tolist() == [0.5, 0.6, 0.7]
+    with pytest.raises(FileExistsError): st.export(tmp_path / "out.csv")
+    assert st.export(tmp_path / "out.csv", force=True) == 3
+    with pytest.raises(ValueError, match="onto itself"): st.export(tmp_path / "s.sqlite", force=True)
+    (tmp_path / "dup.csv").write_text("run_id,record_id,auc\nq,1,0.5\nq,1,0.5\nq,2,0.6\n")
+    with pytest.warns(UserWarning, match="1 duplicated row"):
+        assert st.import_csv(tmp_path / "dup.csv") == 2
+    assert st._query("SELECT rows FROM imports")[0][0] == 2
+    assert st.import_csv(tmp_path / "dup.csv") == 0  # imported before
+    (tmp_path / "bad.csv").write_text("run_id,record_id,auc\nq,1,0.5\nq,,0.6\nq,3,0.7\nq,1,0.9\n")
+    with pytest.raises(ValueError, match=r"data line\(s\) \[3\] have no run_id or record_id"):
+        st.import_csv(tmp_path / "bad.csv")
+    (tmp_path / "clash.csv").write_text("run_id,record_id,auc\nz,1,0.5\nz,2,0.5\nz,1,0.9\nz,2,0.5\nz,7,0.1\nz,7,0.3\n")
+    with pytest.raises(ValueError, match=r"line\(s\) \[4, 7\] repeat a \(run_id, record_id\) with different values"):
+        st.import_csv(tmp_path / "clash.csv")
+    assert len(st) == 5
