@@ -27,8 +27,14 @@ def test_leaky_sweep_is_monotone_in_ims_and_dcr(adult):
     t = summary_table(rows)
     for m in ("ims", "dcr"):
         assert np.all(np.diff(t.loc[m].to_numpy()) > 0), t
-        assert t.loc[m, 1.0] == pytest.approx(1.0)
-    assert t.loc["ims", 0.0] < 0.01
+    # the paper's leaky model (Sec. 5.1.1) adds f_l |D_t| training rows to D_r: every copied training record is matched (IMS = f_l),
+    # and f_l / (1 + f_l) of the release is copies, which DCR finds closer to train than to control
+    assert t.loc["ims"].to_numpy() == pytest.approx([0.0, 0.2, 0.6, 1.0], abs=1e-9), t
+    assert t.loc["dcr"].to_numpy() == pytest.approx([f / (1 + f) for f in (0.0, 0.2, 0.6, 1.0)], abs=0.02), t
+    # the earlier form replaces D_r's rows instead: the whole release is training rows at f_l = 1
+    r = summary_table(run_riskbench(df, "leaky", levels=(1.0,), metrics="ims,dcr", sizes=SMALL, utility=False, rng=3, verbose=False,
+                                    model_params=dict(mode="replace")))
+    assert r.loc["ims", 1.0] == pytest.approx(1.0) and r.loc["dcr", 1.0] == pytest.approx(1.0), r
 
 
 def test_dp_sweep_has_a_row_per_level_and_metric_and_utility(adult, monkeypatch):
