@@ -257,6 +257,15 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     return out
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a3903956
+def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
+    "Each scored record's row (its figures, its selector scores `sel`, the run's `meta`) stored the moment it is scored, and kept."
+    for k, fig in enumerate(figs):
+        rid = int(part[k])
+        row = dict(record=rid, **fig, **sel.iloc[k].to_dict(), **meta)
+        if store is not None: store.append("audit", run, rid, row)
+        rows.append(row)
+        bar.update(1)
+
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
                 root, n_jobs, verbose, times):
     "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
@@ -293,12 +302,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
             return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
                                 rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1)
         with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
-            for k, fig in enumerate(ex.map(one, range(R))):
-                rid = int(part[k])
-                row = dict(record=rid, **fig, **sel.iloc[s + k].to_dict(), **meta)
-                if store is not None: store.append("audit", run, rid, row)
-                rows.append(row)
-                bar.update(1)
+            _keep_rows(ex.map(one, range(R)), part, sel.iloc[s:s + R], meta, store, run, rows, bar)
         times["classifiers"] += time.perf_counter() - t
     bar.close()
     times.update(generated=counts["generated"], cached=counts["cached"])
@@ -423,12 +427,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
                 return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1)
-            for k, fig in enumerate(ex.map(one, range(len(part)))):
-                rid = int(part[k])
-                row = dict(record=rid, **fig, **sel.iloc[s + k].to_dict(), **meta)
-                if store is not None: store.append("audit", run, rid, row)
-                rows.append(row)
-                bar.update(1)
+            _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
     return rows
