@@ -12,7 +12,7 @@ from .validate import check_n_jobs, resolve_n_jobs
 # %% auto #0
 __all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'same_file', 'is_within',
            'check_writable', 'available_memory', 'check_memory', 'escape_controls', 'spreadsheet_safe', 'csv_bytes',
-           'limit_threads', 'one_core', 'progress', 'ignore_sigint']
+           'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
 class WriteError(OSError):
@@ -208,3 +208,12 @@ def ignore_sigint() -> None:
     "Ignore SIGINT in this process: the initializer of parallel workers, whose Ctrl-C is their parent's to handle (it stops them)."
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+# %% ../../nbs/00_core/03_runtime.ipynb #e048a49b
+def stop_workers() -> bool:
+    "Shut down joblib's reusable loky workers now (they otherwise idle for 300 s) and remove its temporary folders; True if any were running."
+    from joblib.externals.loky import reusable_executor
+    ex = reusable_executor._executor  # the one executor joblib and loky reuse; None before the first Parallel call
+    if ex is None or ex._flags.shutdown: return False
+    (ex.terminate if hasattr(ex, "terminate") else ex.shutdown)(kill_workers=False)  # terminate: joblib's, also cleans its folders
+    return True
