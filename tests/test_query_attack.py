@@ -275,3 +275,43 @@ def test_attack_result_matches_an_independent_roc():
     assert tpr_at_fpr(fpr, tpr, 1.0) == 1.0 and tpr_at_fpr(fpr, tpr, 0.0) == tpr[fpr == 0].max()
     ax = plot_roc([r, r])
     assert len(ax.get_lines()) == 3
+
+
+# --- edges the mutation run found untested (tests/MUTATION.md) ---------------------------------------------------------------
+
+def test_all_subsets_up_to_the_zeta_limit_and_a_clear_error_above():
+    from achilles.queries import ZETA_MAX_FEATURES
+    for F, ok in ((ZETA_MAX_FEATURES, True), (ZETA_MAX_FEATURES + 1, False)):
+        schema = schema_for("c" * F)
+        target = random_table(1, "c" * F, np.random.default_rng(0))
+        att = QueryAttack(target, schema)
+        if ok: assert len(att._resolve_subsets(np.random.default_rng(0))) == 2**F
+        else:
+            with pytest.raises(ValueError, match=f"all 2\\*\\*{F} subsets"): att._resolve_subsets(np.random.default_rng(0))
+
+
+def test_the_default_classifier_is_the_papers_forest():
+    "The paper's attack (Sec. 4): a random forest of 100 trees of depth at most 10."
+    tr, ytr, target, schema = game("ck", 10, 20, 8)
+    clf = QueryAttack(target, schema, rng=0)._make_classifier(np.random.default_rng(0))
+    assert isinstance(clf, RandomForestClassifier) and clf.n_estimators == 100 and clf.max_depth == 10
+
+
+def test_a_classifier_needs_fit_and_predict_proba_and_keeps_its_own_seed():
+    from sklearn.neighbors import KNeighborsClassifier
+    tr, ytr, target, schema = game("cckk", 40, 60, 7)
+    class FitOnly:
+        def fit(self, X, y): return self
+    with pytest.raises(TypeError, match="needs fit and predict_proba"):
+        QueryAttack(target, schema, classifier=FitOnly()).fit(tr, ytr)
+    att = QueryAttack(target, schema, classifier=RandomForestClassifier(n_estimators=5, random_state=123), rng=3).fit(tr, ytr)
+    assert att.classifier_.random_state == 123  # a seed the user chose is kept
+    att = QueryAttack(target, schema, classifier=KNeighborsClassifier(3), rng=3).fit(tr, ytr)  # no random_state at all
+    assert att.score(tr, ytr).auc > 0.5
+
+
+def test_all_constant_features_keep_the_first_query():
+    tr, ytr, target, schema = game("ckk", 20, 50, 6)
+    a = QueryAttack(target, schema, rng=0).fit([tr[0]] * 6, [1, 0] * 3)
+    np.testing.assert_array_equal(a.keep_, [0])
+    np.testing.assert_array_equal(a.features_, a.subsets_[[0]])
