@@ -131,3 +131,92 @@ def test_bad_input(small):
         select_records(df, schema, "distance", k=200)
     with pytest.raises(TypeError, match="rng="):
         select_records(df, schema, "random", rng="seed")
+
+
+# --- edges the mutation run found untested (tests/MUTATION.md) ---------------------------------------------------------------
+
+def test_rare_value_parameter_edges(small):
+    df, schema = small
+    rare_value_scores(df, schema, threshold=1.0)  # (0, 1]: 1 is allowed
+    rare_value_scores(df, schema, percentile=0.0)  # [0, 100): 0 is allowed
+    for kw in (dict(threshold=0.0), dict(threshold=1.5), dict(percentile=100.0), dict(percentile=-0.5)):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            rare_value_scores(df, schema, **kw)
+
+
+def test_a_value_exactly_at_the_threshold_is_not_rare():
+    "threshold is strict (a value is rare *below* it): one record in 20 is 0.05, not rare at 0.05, rare at 0.051."
+    df = pd.DataFrame({"c": pd.Categorical(["a"] * 19 + ["b"])})
+    schema = Schema.from_dataframe(df)
+    assert rare_value_scores(df, schema, threshold=0.05)[-1] == 0.0
+    assert rare_value_scores(df, schema, threshold=0.051)[-1] == pytest.approx(-np.log(0.05))
+
+
+def test_records_without_a_rare_value_score_plus_zero(small):
+    df, schema = small
+    s = rare_value_scores(df, schema)
+    none = s == 0
+    assert none.any() and not np.signbit(s[none]).any()  # +0.0, never -0.0 (which prints as "-0" in every table)
+
+
+def test_percentile_bins_against_numpy_quantiles():
+    from achilles.selectors import _percentile_bins
+    x = np.arange(1000) / 1000.0
+    for bins in (1, 2, 4, 10):
+        edges = np.unique(np.quantile(x, np.arange(1, bins) / bins))
+        np.testing.assert_array_equal(_percentile_bins(x, bins), np.searchsorted(edges, x, side="right"))
+    assert _percentile_bins(x, 10)[100] == 1 and _percentile_bins(x, 10)[99] == 0  # deciles: 0.1 lies above the 10th percentile 0.0999
+
+
+def test_loglik_one_bin_is_allowed_and_matches_a_pandas_reference(small):
+    df, schema = small
+    ll1 = loglikelihood_scores(df, schema, bins=1)
+    ref = -sum(np.log(df[c].map(df[c].value_counts(normalize=True)).to_numpy(np.float64)) for c in ("c1", "c2"))
+    np.testing.assert_allclose(ll1, ref)  # one bin: the continuous columns add log 1 = 0
+    with pytest.raises(ValueError, match="bins"):
+        loglikelihood_scores(df, schema, bins=0)
+
+
+def test_distance_k_at_most_n_minus_one():
+    from achilles.selectors import distance_scores
+    df = pd.DataFrame({"c": pd.Categorical(list("aabbc")), "x": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    schema = Schema.from_dataframe(df)
+    assert distance_scores(df, schema, k=4).shape == (5,)
+    with pytest.raises(ValueError, match="k"):
+        distance_scores(df, schema, k=5)
+    two = df.iloc[:2]
+    assert distance_scores(two, Schema.from_dataframe(two), k=1).shape == (2,)
+    with pytest.raises(ValueError, match="k"):
+        distance_scores(two, Schema.from_dataframe(two), k=2)
+
+
+def test_distance_checks_the_memory_it_needs(monkeypatch, small):
+    "16 bytes per (record, neighbour): a float64 distance and an int64 index."
+    import achilles.core.runtime as rt
+    from achilles.selectors import distance_scores
+    df, schema = small
+    seen = []
+    monkeypatch.setattr(rt, "check_memory", lambda what, nbytes, hint="": seen.append(nbytes))
+    distance_scores(df, schema, k=7)
+    assert seen == [16.0 * len(df) * 7]
+
+
+def test_the_engine_applies_only_where_it_gives_the_kernels_numbers(small):
+    from achilles.selectors import _engine_applies
+    df, schema = small
+    assert _engine_applies(df, schema, "cosine") is True
+    assert _engine_applies(df.to_numpy(), schema, "cosine") is False  # not a DataFrame
+    assert _engine_applies(df, None, "cosine") is False
+    assert _engine_applies(df.iloc[:1], schema, "cosine") is False
+    assert _engine_applies(df.iloc[:2], schema, "cosine") is True
+    assert _engine_applies(df, schema, "not-a-metric") is False
+    out = df.copy(); out.loc[0, "x"] = 10_000  # outside the schema's range: `encode` clips, the engine would not
+    assert _engine_applies(out, schema, "cosine") is False
+
+
+def test_rare_sampled_puts_every_rare_record_first_whatever_its_threshold():
+    from achilles.selectors import rare_sampled_scores
+    df = pd.DataFrame({"c": pd.Categorical(["a"] * 6 + ["b"] * 4)})  # b: frequency 0.4, rare below 0.5 (score 0.92 < 1)
+    schema = Schema.from_dataframe(df)
+    s = rare_sampled_scores(df, schema, rng=0, threshold=0.5)
+    assert s[6:].min() > s[:6].max()
