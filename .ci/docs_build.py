@@ -5,11 +5,11 @@ Prepares a temporary docs_dir:
   cells whose first line is `#| hide` (or `#| include: false`) and the `#| default_exp` cell are dropped,
   `#| ...` directive lines are stripped from the other code cells, `#| echo: false` hides the input and
   `#| output: false` the outputs; notebooks are never executed;
-- one figure page per figure notebook: each `figures/*.png` with its JSON configuration as the caption, the tables
-  (`figures/*.md`) as pages, and the other figure files (CSV, HTML reports) as downloads;
+- one figure page per figure notebook: each `figures/*.png` (a link to the full-size file) with its JSON configuration
+  as the caption, the tables (`figures/*.md`) as pages, and the other figure files (CSV, HTML reports) as downloads;
 - one API page per module of `achilles/` (mkdocstrings, read statically from the source: nothing is imported);
-then adds `docs_dir` and `nav` to `.ci/mkdocs.yml`, runs `mkdocs build`, and copies MathJax 2 from the
-django-static-mathjax wheel into the site (math renders offline).
+then adds `docs_dir` and `nav` to `.ci/mkdocs.yml` (and `.ci/docs_extra.css` as the site's extra stylesheet), runs
+`mkdocs build`, and copies MathJax 2 from the django-static-mathjax wheel into the site (math renders offline).
 
 Usage: python .ci/docs_build.py [--site-dir _docs] [--keep]
 """
@@ -28,6 +28,7 @@ LAYERS = {  # nbs/ folder -> section title, in the order of the layers
 DIRECTIVE = re.compile(r"^\s*#\s?\|\s*(.*?)\s*$")
 GALLERY = "gallery"  # site folder of the figure pages (nbs/figures already owns `figures/`)
 MATHJAX = "assets/mathjax"
+EXTRA_CSS = "assets/extra.css"  # `.ci/docs_extra.css`, named by `extra_css` in `.ci/mkdocs.yml`
 # MathJax 3 (the `tex-svg` component: math drawn as SVG, no font files) from the django-static-mathjax wheel. nbconvert
 # writes a MathJax 2 configuration block, which MathJax 3 ignores: this is the same configuration in MathJax 3's form.
 MATHJAX_CONFIG = ('<script>window.MathJax = {tex: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], '
@@ -127,7 +128,7 @@ def write_gallery(docs: Path, titles: dict) -> list:
         lines = [f"# {title}", ""]
         if key: lines += [f"Made by the notebook [{title}](../{key}).", ""]
         for png, cfg in groups[key]:
-            lines += [f"## {png.stem}", "", f"![{png.stem}]({png.name})", ""]
+            lines += [f"## {png.stem}", "", f"[![{png.stem}]({png.name})]({png.name})", ""]  # the image links to its full size
             cap = _figure_caption(cfg, titles) if not key else (f"scale: **{cfg['scale']}**" if cfg.get("scale") else "")
             if cap: lines += [cap, ""]
             if cfg:
@@ -211,6 +212,8 @@ def main(argv=None):
         sections, titles = write_notebooks(docs)
         if "index.ipynb" not in titles: raise SystemExit("nbs/index.ipynb (the home page) is missing")
         nav = [{"Home": "index.ipynb"}] + sections + write_gallery(docs, titles) + write_api(docs)
+        (docs / EXTRA_CSS).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / ".ci" / "docs_extra.css", docs / EXTRA_CSS)
         cfg = yaml.safe_load((ROOT / ".ci" / "mkdocs.yml").read_text(encoding="utf-8"))
         cfg["docs_dir"] = str(docs)
         cfg["nav"] = nav

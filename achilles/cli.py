@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_perf/59_cli.ipynb #70df4aa5
 from __future__ import annotations
-import argparse, gc, hashlib, importlib, inspect, json, os, signal, sys, time, warnings
+import argparse, gc, hashlib, importlib, inspect, json, os, re, shutil, signal, sys, textwrap, time, warnings
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +18,9 @@ from .core.validate import check_n_jobs
 
 # %% auto #0
 __all__ = ['REGISTRIES', 'check_output', 'write_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack',
-           'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry', 'cmd_list',
-           'cmd_results', 'cmd_cache', 'build_parser', 'Terminated', 'main']
+           'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry',
+           'terminal_width', 'wrap_table', 'cmd_list', 'cmd_results', 'cmd_cache', 'fill_fields', 'build_parser',
+           'Terminated', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -451,17 +452,42 @@ def registry(what: str):
     mod, name = REGISTRIES[what]
     return getattr(importlib.import_module(mod), name)
 
+def terminal_width() -> int:
+    "The width to print to: the terminal's columns (`COLUMNS` when set), 100 when the output is not a terminal."
+    return max(shutil.get_terminal_size((100, 24)).columns, 40)
+
+def wrap_table(rows: list,  # one sequence per entry: its short fields, then one long text
+               width: int,  # the line width to keep within
+               header: list | None = None,  # the column names, or None
+               notes: list | None = None,  # per row, (label, text) pairs printed under its text as `label: text`
+               ) -> str:
+    "Short fields in aligned columns and the last field wrapped to `width`; continuation lines and each row's notes indented under it."
+    table = ([[str(c) for c in header]] if header else []) + [[str(c) for c in r] for r in rows]
+    n = len(table[0]) - 1
+    widths = [max(len(r[i]) for r in table) for i in range(n)]
+    indent = sum(widths) + 2 * n
+    wrap = lambda text, sub="": textwrap.wrap(text, max(width - indent, 20), subsequent_indent=sub,
+                                              break_long_words=False, break_on_hyphens=False)
+    out = []
+    for i, r in enumerate(table):
+        lines = wrap(r[n]) or [""]
+        j = i - bool(header)
+        if notes and j >= 0: lines += [l for label, text in notes[j] if text for l in wrap(f"{label}: {text}", "  ")]
+        lead = "".join(f"{c:<{w}}  " for c, w in zip(r[:n], widths))
+        out += [(lead if k == 0 else " " * indent) + l for k, l in enumerate(lines)]
+    return "\n".join(l.rstrip() for l in out)
+
 def cmd_list(args) -> int:
-    "Print one registry as a table."
+    "Print one registry as a table wrapped to the terminal's width: name, family, extra and summary; peers and parameters under each."
     reg = registry(args.what)
     t = reg.describe()
     if not len(t):
         print(f"no {args.what} registered yet"); return 0
     t = t.fillna({c: "" for c in ("family", "peer") if c in t})  # metrics: their family, and whose figure a peer's metric reports
-    cols = (["name"] + [c for c in ("family", "peer") if c in t] + ["summary"] + (["parameters"] if args.parameters else [])
-            + (["extra"] if (t["extra"] != "").any() else []))
-    with pd.option_context("display.width", 250, "display.max_colwidth", 120):
-        print(t[cols].to_string(index=False))
+    short = ["name"] + [c for c in ("family",) if c in t] + (["extra"] if (t["extra"] != "").any() else [])
+    under = [c for c in ("peer",) if c in t] + (["parameters"] if args.parameters else [])
+    print(wrap_table(t[short + ["summary"]].values.tolist(), terminal_width(), header=short + ["summary"],
+                     notes=[[(c, r[c]) for c in under] for r in t.to_dict("records")]))
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #4f4f70c2
@@ -515,8 +541,36 @@ def cmd_cache(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #1f7eefaa
+_FIELD = re.compile(r"\{(names|all|table):(\w+)\}")
+
+def _names_of(what: str) -> list:
+    "The names of registry `what` (`achilles list WHAT`); `default_metrics`: the metrics `achilles nobox` runs by default."
+    if what == "default_metrics": return importlib.import_module("achilles.nobox").default_metrics()
+    return registry(what).names()
+
+def fill_fields(text: str,  # a help text
+                width: int = 100,  # the width a `{table:…}` field is wrapped to
+                ) -> str:
+    "`{names:WHAT}` in `text` as the registry's names, choices ('a, b or c'), `{all:WHAT}` as a set ('a, b and c'), `{table:WHAT}` as one line per entry with its summary."
+    def field(m):
+        kind, what = m.groups()
+        if kind in ("names", "all"):
+            names = _names_of(what)
+            return f" {'or' if kind == 'names' else 'and'} ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+        reg = registry(what)
+        return wrap_table([["  " + n, reg.summary(n)] for n in reg.names()], width)
+    return _FIELD.sub(field, text)
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    "Help whose registry fields (`fill_fields`) are filled when it is shown: the lists come from the registries, so they cannot drift, and no registry is imported for a command that does not ask for help."
+    def _get_help_string(self, action): return fill_fields(super()._get_help_string(action), self._width)
+    def _format_text(self, text): return super()._format_text(fill_fields(text, self._width - self._current_indent))
+
 class _Parser(argparse.ArgumentParser):
-    "argparse whose errors are one line, like every other error of the command: `achilles CMD: error: …` (exit 2)."
+    "argparse whose errors are one line, like every other error of the command: `achilles CMD: error: …` (exit 2); help texts may hold registry fields."
+    def __init__(self, *args, formatter_class=_HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {escape_controls(message)}\n")
 
@@ -570,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--k", type=_POS, default=None, help="neighbours in V_k (default 5; distance selector only)")
     v.add_argument("--top", type=_POS, default=10, help="how many records to print (default 10)")
     v.add_argument("--metric", default=None, help="distance: cosine (Eq. 5, default) or minkowski1..minkowski4 (Eq. 6); distance selector only")
-    v.add_argument("--selector", default="distance", help="distance (Achilles), rare, rare_sampled, loglik or random")
+    v.add_argument("--selector", default="distance", help="{names:selectors} (default distance: V_k, the Achilles paper's; see `achilles list selectors`)")
     v.add_argument("--seed", type=int, default=None, help="seed of the random selectors (random, rare_sampled; default 0)")
     v.add_argument("--out", default=None, help="also write the table to this CSV (never over an existing file without --force)")
     v.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never the input)")
@@ -582,7 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     a.add_argument("--params", default=None, help="generator hyperparameters, e.g. epsilon=10,degree=2 "
                    "(see `achilles list generators --parameters`)")
-    a.add_argument("--selector", default="distance", help="distance, rare, rare_sampled, loglik or random")
+    a.add_argument("--selector", default="distance", help="{names:selectors} (default distance; see `achilles list selectors`)")
     a.add_argument("--records", type=_POS, default=10, help="how many target records")
     a.add_argument("--attack", default="query", help="query or target-attention")
     a.add_argument("--profile", default="quick", help="quick (reduced sizes) or paper (Table 1 sizes)")
@@ -604,12 +658,14 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--seed", type=int, default=0); q.add_argument("--jobs", type=_JOBS, default=None)
         q.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
 
-    n = sub.add_parser("nobox", help="no-box privacy metrics of a synthetic release (IMS, DCR, singling out, linkability, inference, GTCAP, DOMIAS)")
+    n = sub.add_parser("nobox", help="no-box privacy metrics of a synthetic release (IMS, DCR, singling out, linkability, inference, GTCAP, DOMIAS, "
+                       "KDE membership; the peers' with --metrics all)")
     n.add_argument("--train", default=None, help="CSV of the generator's training data")
     n.add_argument("--synthetic", default=None, help="CSV of the synthetic data")
     n.add_argument("--control", default=None, help="CSV of real records not used for training (the baseline)")
     release_opts(n, "control")
-    n.add_argument("--metrics", default=None, help="comma-separated metric names (default: all; see `achilles list metrics`)")
+    n.add_argument("--metrics", default=None, help="comma-separated metric names (default: the papers' metrics, {all:default_metrics}; "
+                   "all: every metric, the peers' too; see `achilles list metrics`)")
     n.add_argument("--secret", default=None, help="the column the inference attacks try to learn")
     n.add_argument("--aux-cols", default=None, help="comma-separated columns the attacker knows")
     n.add_argument("--leaky", type=_float_in(0, 1), default=None, help="no files: the paper's leaky setting on --dataset with this leaked fraction")
@@ -717,8 +773,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--verify", action="store_true", help="check every entry's checksum (info), remove corrupt ones (prune)")
     c.set_defaults(func=cmd_cache)
 
-    b = sub.add_parser("bench", help="time a heavy part against its named baseline")
-    b.add_argument("what", choices=BENCHES.names())
+    b = sub.add_parser("bench", help="time a heavy part against its named baseline",
+                       epilog="benchmarks, each against its baseline (`achilles list benches`):\n{table:benches}")
+    b.add_argument("what", choices=BENCHES.names(), metavar="BENCH", help="the benchmark to run: one of those below")
     b.add_argument("--dataset", default=None); b.add_argument("--path", default=None)
     b.add_argument("--n", type=_POS, default=None, help="records (subsample size)")
     b.add_argument("--k", type=_POS, default=None)

@@ -1,4 +1,7 @@
-"""The console script: exit codes, messages, and that `vulnerable` prints the records V_k ranks highest."""
+"""The console script: exit codes, messages, help and lists built from the registries, and that `vulnerable` prints the
+records V_k ranks highest."""
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -63,3 +66,61 @@ def test_an_error_raised_while_stopping_on_ctrl_c_still_exits_130(monkeypatch, c
     assert "interrupted" in capsys.readouterr().err
     monkeypatch.setattr(cli, "cmd_list", lambda args: (_ for _ in ()).throw(ValueError("plain error")))
     assert cli.main(["list", "datasets"]) == 2
+
+
+def _help(capsys, monkeypatch, *argv, columns=100) -> str:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert cli.main([*argv, "--help"]) == 0
+    return capsys.readouterr().out
+
+
+def test_bench_help_describes_every_bench_as_list_does(capsys, monkeypatch):
+    "One line per benchmark in `bench --help`, from the registry `achilles list benches` prints: the two cannot drift."
+    from achilles.perf import BENCHES
+    out = _help(capsys, monkeypatch, "bench")
+    flat = " ".join(out.split())
+    for name in BENCHES.names():
+        assert f" {name} {' '.join(BENCHES.summary(name).split())}" in flat, name
+        assert any(line.startswith(f"  {name} ") for line in out.splitlines()), name
+    assert max(map(len, out.splitlines())) <= 100
+
+
+@pytest.mark.parametrize("columns", [None, 80, 60])
+def test_list_wraps_to_the_terminal(capsys, monkeypatch, columns):
+    "`achilles list generators --parameters` keeps within the terminal's width (100 columns when it is not a terminal)."
+    if columns is None: monkeypatch.delenv("COLUMNS", raising=False)
+    else: monkeypatch.setenv("COLUMNS", str(columns))
+    from achilles.generators import GENERATORS
+    assert cli.main(["list", "generators", "--parameters"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    width = columns or 100
+    too_long = [l for l in lines if len(l) > width]
+    assert (not too_long) if width >= 80 else all(len(l.split()) == 1 for l in too_long), too_long  # a word is never cut
+    starts = [l.split()[0] for l in lines[1:] if l and not l.startswith(" ")]
+    assert starts == GENERATORS.names()  # one entry per unindented line; its continuation lines are indented
+    assert "calibration='zhang'" in out and "parameters: " in out
+
+
+def test_results_show_gives_a_metric_its_value(tmp_path, capsys):
+    from achilles.core.results import ResultsStore
+    st = ResultsStore(tmp_path / "s.sqlite")
+    st.append("attack", "r1", 1, dict(dataset="adult", generator="baynet", selector="distance", attack="query", auc=0.8))
+    st.append("metric", "r2", "ims", dict(dataset="adult", metric="ims", value=0.25))
+    st.append("metric", "r2", "dcr", dict(dataset="adult", metric="dcr", value=0.125))
+    assert cli.main(["results", "show", "--results", str(tmp_path / "s.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "nan" not in out
+    rows = {l.split()[-4]: l.split()[-2:] for l in out.splitlines()[2:]}  # metric (or '-') -> [measure, mean]
+    assert rows == {"-": ["auc", "0.800"], "dcr": ["value", "0.125"], "ims": ["value", "0.250"]}
+
+
+@pytest.mark.parametrize("command, option, names", [
+    ("nobox", "--metrics", "default_metrics"), ("vulnerable", "--selector", "selectors"), ("attack", "--selector", "selectors")])
+def test_help_lists_what_the_registry_has(capsys, monkeypatch, command, option, names):
+    "nobox's help names every default metric (KDE membership included), vulnerable's and attack's every selector."
+    out = " ".join(_help(capsys, monkeypatch, command).split())
+    listed = cli._names_of(names)
+    assert ("kde_membership" if command == "nobox" else "rare_sampled") in listed
+    text = out[out.rindex(f"{option} {option[2:].upper()} "):]  # the option's help, under options:
+    for n in listed: assert re.search(rf"\b{re.escape(n)}\b", text), n

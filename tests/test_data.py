@@ -6,7 +6,7 @@ import pytest
 from achilles.core.data import Schema, encode, decode, load_adult, load_uk_census, load_csv, census_path, parse_types, load_dataset, CENSUS_ENV
 
 DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"  # passed explicitly: the library never searches
-SHARED = census_path(DATA)
+SHARED = census_path(DATA) or census_path()  # the 50k sample in ../shared/data, else $ACHILLES_CENSUS
 
 
 def test_bundled_adult_equals_shared_raw_files(tmp_path):
@@ -33,7 +33,7 @@ def test_adult_encoding_roundtrip():
         assert back[c].astype(str).tolist() == df[c].astype(str).tolist(), c
 
 
-@pytest.mark.skipif(SHARED is None, reason="census sample not available")
+@pytest.mark.skipif(SHARED is None, reason="census sample not in ../shared/data and $ACHILLES_CENSUS not set")
 def test_census_with_and_without_title_line(tmp_path):
     df = load_uk_census(SHARED)
     assert df.shape == (50000, 17) and "Person ID" not in df.columns

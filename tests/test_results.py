@@ -269,7 +269,8 @@ def test_store_rows_filters_and_summary(tmp_path):
     assert len(st.read("attack")) == 2 and len(st.read(run_id="r2")) == 1 and len(st.read("metric", "r1")) == 0
     s = st.summary()
     assert s.set_index("kind")["rows"].to_dict() == {"attack": 2, "metric": 1}
-    assert s.set_index("kind").loc["attack", "mean auc"] == pytest.approx(0.7) and s["generator"].tolist() == ["baynet", "-"]
+    assert s.set_index("kind").loc["attack", "mean"] == pytest.approx(0.7) and s["generator"].tolist() == ["baynet", "-"]
+    assert s["measure"].tolist() == ["auc", "value"] and s.set_index("kind").loc["metric", "mean"] == 0.25  # a metric's risk, not NaN
     assert st.items("attack", "r1") == {"1", "2"}
     assert len(read_results(tmp_path / "deep" / "er" / "s.sqlite", kind="metric")) == 1
     assert read_results(tmp_path / "absent.sqlite").empty
@@ -277,7 +278,10 @@ def test_store_rows_filters_and_summary(tmp_path):
     (tmp_path / "old.csv").write_text("run_id,record_id,auc\nr,1,0.5\n")
     assert read_results(tmp_path / "old.csv")["auc"].tolist() == [0.5]
     st2 = ResultsStore(tmp_path / "v.sqlite"); st2.append("metric", "r", "x", dict(value=0.5))
-    assert st2.summary().columns.tolist() == ["kind", "rows", "mean value"]
+    assert st2.summary().columns.tolist() == ["kind", "rows", "measure", "mean"]
+    st2.append("metric", "r", "y", dict(metric="dcr", value=0.1)); st2.append("metric", "r", "z", dict(metric="ims", value=0.3))
+    s2 = st2.summary()  # one row per metric, each with its mean risk
+    assert s2[["metric", "rows", "measure", "mean"]].values.tolist() == [["-", 1, "value", 0.5], ["dcr", 1, "value", 0.1], ["ims", 1, "value", 0.3]]
 
 
 def test_store_export_and_import(tmp_path):

@@ -34,8 +34,8 @@ def test_adult_subset_every_paper_metric(adult, metric, k):
 
 
 def test_census_sample_all_categorical():
-    path = census_path(DATA)
-    if path is None: pytest.skip("the census sample is not in ../shared/data")
+    path = census_path(DATA) or census_path()  # ../shared/data, else $ACHILLES_CENSUS
+    if path is None: pytest.skip("the census sample is not in ../shared/data and $ACHILLES_CENSUS is not set")
     df = load_uk_census(path)
     schema = Schema.from_dataframe(df)
     _same(df.iloc[:20000].reset_index(drop=True), schema, 5, "cosine")

@@ -113,6 +113,14 @@ def _registry_params(self, name: str) -> dict:
     "The entry's keyword parameters and their defaults (from its signature)."
     return _signature_params(self[name])
 
+def _registry_summary(self, name: str) -> str:
+    "The entry's one-line description: its registered `summary`, else the first line of its factory's docstring (importing the factory only then; an entry whose extra is missing gets '')."
+    self._check(name)
+    e = self._entries[name]
+    if e["summary"]: return e["summary"]
+    try: return _first_line(self[name])
+    except ImportError: return ""
+
 def _describe(self) -> pd.DataFrame:
     "One row per entry: name, kind, summary, parameters, the extra it needs and whether it is available."
     rows = []
@@ -120,8 +128,7 @@ def _describe(self) -> pd.DataFrame:
         try: obj, ok = self[name], True
         except ImportError: obj, ok = None, False
         params = _signature_params(obj) if ok else {}
-        summary = e["summary"] or (_first_line(obj) if ok else "")
-        rows.append(dict(name=name, kind=self.kind, summary=summary,
+        rows.append(dict(name=name, kind=self.kind, summary=self.summary(name),
                          parameters=", ".join(f"{k}={v!r}" for k, v in params.items()),
                          extra=e["extra"] or "", available=ok, **e["metadata"]))
     return pd.DataFrame(rows, columns=None if rows else ["name", "kind", "summary", "parameters", "extra", "available"])
@@ -136,7 +143,7 @@ def _make(self, name: str, *args, **params):
             raise TypeError(f"{self.kind} {name!r} has no parameter(s) {bad}; it takes {', '.join(allowed) or 'none'}")
     return factory(*args, **params)
 
-Registry.parameters, Registry.describe, Registry.make = _registry_params, _describe, _make
+Registry.parameters, Registry.summary, Registry.describe, Registry.make = _registry_params, _registry_summary, _describe, _make
 
 # %% ../../nbs/00_core/02_registry.ipynb #b59025df
 def _parse_value(v: str):

@@ -503,16 +503,18 @@ def export(self: ResultsStore,
 
 @patch
 def summary(self: ResultsStore) -> pd.DataFrame:
-    "Rows per kind, dataset, generator, selector and attack, with the mean value (AUC for attacks)."
+    "Rows per kind and setting (dataset, generator, selector, attack; a metric's risk model and name), with the mean of what they measure: `auc` (attacks, audits) or `value` (metrics: the risk)."
     t = self.read()
     if not len(t): return pd.DataFrame(columns=["kind", "rows"])
-    keys = [c for c in ("kind", "dataset", "generator", "selector", "attack", "scale") if c in t]
-    t = t.fillna({k: "-" for k in keys})
-    val = "auc" if "auc" in t else ("value" if "value" in t else None)
-    g = t.groupby(keys, dropna=False)
-    out = g.size().rename("rows").to_frame()
-    if val: out[f"mean {val}"] = g[val].mean().round(4)
-    return out.reset_index()
+    keys = [c for c in ("kind", "dataset", "generator", "selector", "attack", "risk_model", "metric", "scale") if c in t]
+    t = t.fillna({k: "-" for k in keys}).astype({k: str for k in keys})
+    measures = [c for c in ("auc", "value") if c in t]
+    out = []
+    for key, g in t.groupby(keys, sort=True):
+        m = next((c for c in measures if pd.to_numeric(g[c], errors="coerce").notna().any()), None)  # the first the rows have
+        mean = round(float(pd.to_numeric(g[m], errors="coerce").mean()), 4) if m else float("nan")
+        out.append([*key, len(g), m or "-", mean])
+    return pd.DataFrame(out, columns=keys + ["rows", "measure", "mean"])
 
 # %% ../../nbs/00_core/05_results.ipynb #5ac897a8
 class ImportResult(int):
