@@ -84,7 +84,6 @@ def distance_scores(df: pd.DataFrame, schema: Schema,
                  "V_k needs only a few neighbours (the paper uses k=5; its ranking is stable up to k=50)")
     if _engine_applies(df, schema, metric):
         from achilles.neighbours import nearest  # the same layer; imported here to keep `distance` free of the engine
-        check_int("k", k, lo=1, hi=max(len(df) - 1, 1))
         return nearest(df, df, k=k, metric=metric, schema=schema, exclude_self=True)[0].mean(axis=1)
     return vulnerability_scores(df, schema, k=k, metric=metric)
 

@@ -221,3 +221,11 @@ def test_attacked_records_metrics_and_parameters(leaky, monkeypatch):
     for k, want in ((3, 3), (12, 10)):  # risk_k1 .. risk_k(min(k, 10)), from the one search
         r = Linkability(n_neighbors=k, n_attacks=200).evaluate(s.train, s.synthetic, s.control, rng=0)
         assert sorted(int(x[6:]) for x in r.metrics if x.startswith("risk_k")) == list(range(1, want + 1))
+
+
+def test_n_attacks_equal_to_the_table_is_no_sample(leaky):
+    "n_attacks = |train| attacks every record, as n_attacks=None does, and draws nothing: the result is the same to the bit."
+    s = leaky[0.5]
+    a = Linkability(n_neighbors=2).evaluate(s.train, s.synthetic, s.control, rng=5)
+    b = Linkability(n_neighbors=2, n_attacks=len(s.train)).evaluate(s.train, s.synthetic, s.control, rng=5)
+    assert (a.value, a.ci_low, a.ci_high, a.attack_rate, a.control_rate) == (b.value, b.ci_low, b.ci_high, b.attack_rate, b.control_rate)
