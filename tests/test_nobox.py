@@ -99,3 +99,23 @@ def test_control_boot_replaces_the_control_replicates():
     e = (bt - cb) / (1 - cb)
     assert (r.ci_low, r.ci_high) == pytest.approx((np.quantile(e, 0.025), np.quantile(e, 0.975)))
     assert r.control_rate == 0.25 and r.value == pytest.approx((0.6 - 0.25) / 0.75)
+
+
+# --- the default metric set (mutation survivors) ------------------------------------------------------------------------------
+
+def test_the_default_metrics_are_the_papers_ten_with_kde_membership():
+    from achilles.nobox import default_metrics
+    d = default_metrics()
+    assert len(d) == 10 and d[-1] == "kde_membership"  # the risk-insertion paper's nine, then Pathak & Jana's KDE attack
+    assert {"ims", "dcr", "singling_out", "linkability", "domias"} <= set(d)
+
+
+def test_a_metric_registered_without_default_runs_by_default(monkeypatch):
+    "`default` is optional when registering: a metric says default=False to stay out of the default set (the peers' do)."
+    from achilles.nobox import METRICS, default_metrics
+    monkeypatch.setitem(METRICS._entries, "tmp_metric", dict(factory="achilles.nobox.statistical:IMS", summary="", extra=None,
+                                                             metadata=dict(family="statistical")))
+    monkeypatch.setitem(METRICS._entries, "tmp_off", dict(factory="achilles.nobox.statistical:IMS", summary="", extra=None,
+                                                          metadata=dict(family="statistical", default=False)))
+    d = default_metrics()
+    assert "tmp_metric" in d and "tmp_off" not in d
