@@ -41,3 +41,72 @@ def test_a_shared_none_leaves_each_metrics_own_default():
     assert m.secret == own.secret and m.n_jobs == own.n_jobs
     # a metric's own parameters (the dict form) win over nothing shared
     assert _build_metrics({"dcr": dict(n_jobs=1)}, NONE)["dcr"].n_jobs == 1
+
+
+# --- privacy_report's checks, bookkeeping and plot --------------------------------------------------------------------------
+
+import json, time
+import numpy as np
+import pandas as pd
+from achilles.nobox import leaky_setting
+from achilles.nobox.report import _stream, plot_report, privacy_report
+
+
+@pytest.fixture(scope="module")
+def setting():
+    return leaky_setting(load_adult(), 0.5, n_train=400, rng=0)
+
+
+def test_bad_control_secret_and_aux_cols_are_refused_and_good_ones_pass(setting):
+    s = setting
+    with pytest.raises(TypeError, match="control must be"):
+        privacy_report(s.train, s.synthetic, s.control.to_numpy(), metrics=["ims"])
+    with pytest.raises(ValueError, match="secret='nope'"):
+        privacy_report(s.train, s.synthetic, s.control, metrics=["ims"], secret="nope")
+    with pytest.raises(ValueError, match=r"aux_cols \['nope'\]"):
+        privacy_report(s.train, s.synthetic, s.control, metrics=["ims"], aux_cols=["age", "nope"])
+    r = privacy_report(s.train, s.synthetic, s.control, metrics=["ims", "inference_distance"], secret="income",
+                       aux_cols=["age", "education", "sex"], rng=0)
+    assert list(r["metric"]) == ["ims", "inference_distance"]
+    assert json.loads(r.set_index("metric").loc["inference_distance", "parameters"])["secret"] == "income"
+
+
+def test_seconds_parameters_progress_and_context(setting, capsys):
+    s = setting
+    t0 = time.perf_counter()
+    r = privacy_report(s.train, s.synthetic, None, metrics=["ims", "dcr"], rng=0, progress=True)
+    wall = time.perf_counter() - t0
+    assert (r["seconds"] >= 0).all() and r["seconds"].sum() <= wall  # each metric's own time, inside the call's
+    for p in r["parameters"]:
+        assert p == json.dumps(json.loads(p), sort_keys=True)  # stable text: keys sorted, so stored reports compare equal
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].strip().startswith("ims:") and " s" in out[0]
+    assert r.context["n_control"] == 0 and r.context["n_train"] == len(s.train) and r.context["seed"] == 0
+    assert privacy_report(s.train, s.synthetic, s.control, metrics=["ims"]).context["n_control"] == len(s.control)
+    capsys.readouterr()
+    privacy_report(s.train, s.synthetic, None, metrics=["ims"], rng=0)
+    assert capsys.readouterr().out == ""  # progress=False prints nothing
+
+
+def test_metric_streams_are_pinned():
+    "Each metric's random stream comes from its name alone; these numbers are part of every stored report's reproducibility."
+    assert _stream("dcr") == int.from_bytes(b"dcr\0\0\0\0\0", "little") % 2**31 == 7496548
+    assert _stream("singling_out") == int.from_bytes(b"singling", "little") % 2**31
+    assert 0 <= _stream("kde_membership") < 2**31
+
+
+def test_the_plot_draws_every_metric_with_its_interval(setting):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    s = setting
+    r = privacy_report(s.train, s.synthetic, s.control, metrics=["ims", "dcr", "singling_out"], rng=0)
+    ax = plot_report(r)
+    seg = [c for c in ax.collections if hasattr(c, "get_segments")][0].get_segments()
+    assert len(seg) == 3  # one bar per metric
+    rr = r.iloc[::-1].reset_index(drop=True)
+    for i, sgm in enumerate(seg):
+        x0, x1 = sorted(p[0] for p in sgm)
+        assert x0 == pytest.approx(min(rr.loc[i, "ci_low"], rr.loc[i, "value"])) and x1 == pytest.approx(max(rr.loc[i, "ci_high"], rr.loc[i, "value"]))
+    assert [t.get_text().split(" (")[0] for t in ax.get_yticklabels()] == list(rr["metric"])
+    plt.close(ax.figure)
