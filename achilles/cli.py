@@ -838,6 +838,9 @@ def main(argv=None) -> int:
     sys.stdout = _Escaping(out)
     code, stop = 2, None
     with warnings.catch_warnings():
+        # joblib warns, as a Ctrl-C unwinds through its result generator, that it cancelled the tasks in flight: the line below says so
+        warnings.filterwarnings("ignore", message=r".*tasks which were still being processed by the workers have been cancelled",
+                                category=UserWarning)
         try:
             from joblib import parallel_config
             with parallel_config(backend="loky", initializer=ignore_sigint):  # Ctrl-C is the parent's: workers print nothing
