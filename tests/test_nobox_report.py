@@ -110,3 +110,26 @@ def test_the_plot_draws_every_metric_with_its_interval(setting):
         assert x0 == pytest.approx(min(rr.loc[i, "ci_low"], rr.loc[i, "value"])) and x1 == pytest.approx(max(rr.loc[i, "ci_high"], rr.loc[i, "value"]))
     assert [t.get_text().split(" (")[0] for t in ax.get_yticklabels()] == list(rr["metric"])
     plt.close(ax.figure)
+
+
+def test_the_plot_labels_and_a_metric_without_an_interval(setting):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    r = privacy_report(setting.train, setting.synthetic, setting.control, metrics=["ims", "dcr"], rng=0)
+    r.loc[r["metric"] == "dcr", ["ci_low", "ci_high"]] = np.nan  # a metric that reports no interval gets no bar, not a bar of 1
+    ax = plot_report(r)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{m} ({f})" for m, f in zip(r["metric"][::-1], r["family"][::-1])]
+    seg = [c for c in ax.collections if hasattr(c, "get_segments")][0].get_segments()
+    dcr = seg[0]  # reversed: dcr is drawn first
+    assert dcr[0][0] == dcr[1][0] == pytest.approx(r.set_index("metric").loc["dcr", "value"])
+    plt.close(ax.figure)
+
+
+def test_the_report_renders_as_html_in_a_notebook(setting):
+    r = privacy_report(setting.train, setting.synthetic, setting.control, metrics=["ims", "dcr"], rng=0)
+    h = r._repr_html_()
+    assert h.startswith("<div><b>Privacy report</b>") and "data:image/png;base64," in h and "dcr" in h and "ims" in h
+    plain = privacy_report(setting.train, setting.synthetic, setting.control, metrics=["ims"], rng=0)
+    plain.context = None  # a report rebuilt without its context still renders
+    assert "Privacy report" in plain._repr_html_()
