@@ -133,3 +133,20 @@ def test_the_report_renders_as_html_in_a_notebook(setting):
     plain = privacy_report(setting.train, setting.synthetic, setting.control, metrics=["ims"], rng=0)
     plain.context = None  # a report rebuilt without its context still renders
     assert "Privacy report" in plain._repr_html_()
+
+
+def test_the_plot_marks_no_risk_and_full_risk_and_keeps_every_interval_in_view(setting):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    r = privacy_report(setting.train, setting.synthetic, setting.control, metrics=["ims", "dcr", "linkability"], rng=0)
+    r.loc[r["metric"] == "dcr", "ci_low"] = -0.4  # an interval reaching below 0 must stay in view
+    ax = plot_report(r)
+    vx = sorted(l.get_xdata()[0] for l in ax.lines if len(set(l.get_xdata())) == 1 and len(l.get_xdata()) == 2)
+    assert vx[:2] == [0, 1] or set(vx) >= {0, 1}
+    lo, hi = ax.get_xlim()
+    assert lo <= -0.4 - 0.05 + 1e-12 and lo <= -0.1 and hi >= 1.0
+    r2 = r.copy(); r2["ci_low"] = r2["value"]  # no interval below 0: the axis still starts a little left of 0
+    lo2, _ = plot_report(r2).get_xlim()
+    assert lo2 == pytest.approx(-0.1)
+    plt.close("all")
