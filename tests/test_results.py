@@ -304,3 +304,65 @@ def test_store_export_and_import(tmp_path):
     with pytest.raises(ValueError, match=r"line\(s\) \[4, 7\] repeat a \(run_id, record_id\) with different values"):
         st.import_csv(tmp_path / "clash.csv")
     assert len(st) == 5
+
+
+# --- edges the mutation run found untested (tests/MUTATION.md) ---------------------------------------------------------------
+
+def test_clopper_pearson_bounds_against_scipy_beta_at_every_count():
+    from scipy.stats import beta
+    from achilles.core.results import cp_lower, cp_upper
+    for n in (1, 2, 5, 20):
+        for k in range(n + 1):
+            lo, hi = float(cp_lower(k, n, 0.025)), float(cp_upper(k, n, 0.025))
+            assert lo == (0.0 if k == 0 else pytest.approx(beta.ppf(0.025, k, n - k + 1), rel=1e-9)), (k, n)
+            assert hi == (1.0 if k == n else pytest.approx(beta.ppf(0.975, k + 1, n - k), rel=1e-9)), (k, n)
+    assert np.isnan(float(cp_lower(0.5, 0)))  # no trials: no rate
+    assert float(cp_upper(0, 0)) == 1.0  # k >= n: 1, the trivial bound
+    assert np.isnan(float(cp_lower(1, 0)))  # a success without trials is no rate
+
+
+def test_clopper_pearson_one_trial_is_a_rate():
+    from achilles.core.results import clopper_pearson
+    lo, hi = clopper_pearson(0, 1)
+    assert lo == 0.0 and hi == pytest.approx(0.975)
+    lo, hi = clopper_pearson(1, 1)
+    assert lo == pytest.approx(0.025) and hi == 1.0
+    assert all(np.isnan(clopper_pearson(0, 0)))
+
+
+def test_auc_interval_at_the_edges_stays_finite_and_inside():
+    from achilles.core.results import auc_interval
+    for auc in (0.0, 1.0):
+        lo, hi = auc_interval(auc, 50, 50)
+        assert 0.0 <= lo <= hi <= 1.0 and np.isfinite(lo) and np.isfinite(hi)
+        assert (hi - lo) < 0.01  # Hanley-McNeil's variance vanishes at a perfect (or perfectly wrong) ranking
+    lo, hi = auc_interval(1.0, 50, 50)
+    assert hi == 1.0 and lo > 0.99
+
+
+def test_wilson_at_all_successes_and_none():
+    from achilles.core.results import wilson_interval
+    lo, hi = wilson_interval(20, 20)
+    assert hi == 1.0 and 0.8 < lo < 1.0
+    lo, hi = wilson_interval(0, 20)
+    assert lo == 0.0 and 0.0 < hi < 0.2
+
+
+def test_epsilon_bounds_by_hand():
+    from achilles.core.results import cp_lower, cp_upper, epsilon_bounds
+    tl, fh = float(cp_lower(90, 100)), float(cp_upper(5, 100))
+    assert float(epsilon_bounds(90, 100, 5, 100)) == pytest.approx(math.log(tl / fh))
+    assert float(epsilon_bounds(90, 100, 5, 100, delta=0.1)) == pytest.approx(math.log((tl - 0.1) / fh))
+    assert float(epsilon_bounds(10, 100, 60, 100)) == 0.0  # a test no better than chance shows nothing
+    assert float(epsilon_bounds(0, 100, 0, 100)) == 0.0  # no success: TPR's lower bound 0
+    assert float(epsilon_bounds(50, 100, 5, 100, delta=float(cp_lower(50, 100)))) == 0.0  # TPR_low - delta = 0 exactly
+
+
+def test_tpr_at_fpr_edges():
+    from achilles.core.results import tpr_at_fpr
+    fpr, tpr = np.array([0.0, 0.0, 0.5, 1.0]), np.array([0.0, 0.4, 0.9, 1.0])
+    assert tpr_at_fpr(fpr, tpr, 0.0) == 0.4  # the highest TPR at FPR 0
+    assert tpr_at_fpr(fpr, tpr, 0.25) == pytest.approx(0.65)
+    assert tpr_at_fpr(fpr, tpr, 1.0) == 1.0
+    assert tpr_at_fpr(np.array([0.1, 1.0]), np.array([0.5, 1.0]), 0.05) == 0.0  # below the curve's first FPR
+    assert tpr_at_fpr(np.array([0.0, 0.5]), np.array([0.3, 0.8]), 0.9) == 0.8  # past the last point
