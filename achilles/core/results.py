@@ -132,7 +132,7 @@ def check_labels(labels,  # 1 = IN, 0 = OUT (bools, ints or floats)
     if len(y) != m: raise ValueError(f"labels has {len(y)} entries but there are {m} datasets")
     if y.dtype == bool: y = y.astype(np.int64)
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)) or not np.isin(y, (0, 1)).all():
-        bad = [v for v in np.unique(y) if v not in (0, 1)][:5] if y.dtype != object else list(y[:5])
+        bad = [v.item() for v in np.unique(y) if v not in (0, 1)][:5] if y.dtype != object else list(y[:5])  # plain numbers in the message
         raise ValueError(f"labels must be 0 (OUT) or 1 (IN); got values such as {bad}")
     y = y.astype(np.int64)
     if need_both and len(np.unique(y)) < 2:
