@@ -111,3 +111,15 @@ def test_population_audit_through_a_dask_scheduler_and_two_worker_processes(adul
     assert len(local) == 600 and local.attrs["config"]["design"] == "population"
     cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
     np.testing.assert_array_equal(local[cols].to_numpy(), remote[cols].to_numpy())
+
+
+def test_population_rows_do_not_depend_on_the_chunking(adult):
+    "The next chunk's features are computed while the current chunk is scored: with many chunks, every record's row is the same."
+    df, schema = adult
+    small = df.iloc[:300].reset_index(drop=True)
+    kw = dict(records="all", n_in=10, dataset_size=100, order=1, selectors=(), rng=5, verbose=False, n_jobs=1)
+    one = audit(small, "baynet", **kw)
+    many = audit(small, "baynet", chunk=40, **kw)  # 8 chunks: the prefetch of chunk k + 1 runs 7 times
+    cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
+    assert len(one) == 300
+    np.testing.assert_array_equal(one.sort_values("record")[cols].to_numpy(), many.sort_values("record")[cols].to_numpy())
