@@ -418,3 +418,121 @@ def test_summary_sorts_its_settings_and_rounds_to_four_places(tmp_path):
     s.append("attack", "r", "a1", dict(dataset="adult", auc=0.654321))
     t = s.summary()
     assert list(t["dataset"]) == ["adult", "census"] and list(t["mean"]) == [0.6543, 0.1235]
+
+
+# --- the second mutation run's survivors (tests/MUTATION.md, core/results) ------------------------------------------------------
+
+def test_bootstrap_interval_of_one_outcome_and_its_exact_quantiles():
+    assert bootstrap_interval([0.3], n_boot=20, rng=0) == (0.3, 0.3)  # one outcome: every resample is that outcome
+    x = np.random.default_rng(1).normal(size=37)  # continuous: no two quantile levels read the same order statistic
+    idx = np.random.default_rng(5).integers(0, 37, size=(400, 37))
+    s = x[idx].mean(axis=1)
+    assert bootstrap_interval(x, n_boot=400, confidence=0.9, rng=5) == (np.quantile(s, 0.05), np.quantile(s, 0.95))
+
+
+def test_epsilon_bounds_without_in_or_out_datasets_is_zero_not_nan():
+    from achilles.core.results import epsilon_bounds
+    e = epsilon_bounds([0, 5, 3], [0, 10, 0], [5, 0, 0], [100, 0, 0])
+    assert e.tolist() == [0.0, 0.0, 0.0]  # nothing measured shows nothing
+
+
+def test_store_schema_version_is_written_and_a_newer_store_is_refused(tmp_path):
+    import sqlite3
+    from achilles.core.results import SCHEMA_VERSION
+    p = tmp_path / "s.sqlite"; ResultsStore(p).append("attack", "r", "a", dict(auc=0.5))
+    con = sqlite3.connect(p)
+    assert SCHEMA_VERSION == 1 and con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'"); con.commit(); con.close()
+    with pytest.raises(StoreError, match=r"schema version 2, newer than this achilles understands \(1\)"):
+        ResultsStore(p)
+
+
+def test_tables_reads_the_file_it_is_given_and_creates_nothing(tmp_path, monkeypatch):
+    from achilles.core.results import _tables
+    p = tmp_path / "store" / "s.sqlite"; ResultsStore(p)
+    work = tmp_path / "cwd"; work.mkdir(); monkeypatch.chdir(work)
+    assert {"meta", "results", "imports"} <= _tables(p)
+    assert list(work.iterdir()) == [] and sorted(f.name for f in p.parent.iterdir()) == ["s.sqlite"]
+
+
+def test_a_full_disk_is_named_in_the_error(tmp_path, monkeypatch):
+    st = ResultsStore(tmp_path / "s.sqlite")
+    real = ResultsStore._connect
+    def small_disk(self):
+        con = real(self); con.execute("PRAGMA max_page_count=8"); return con  # SQLite's own "database or disk is full"
+    monkeypatch.setattr(ResultsStore, "_connect", small_disk)
+    with pytest.raises(StoreError, match=r"results\.sqlite'?: the disk is full\.|s\.sqlite': the disk is full\."):
+        for i in range(10_000): st.append("attack", "r", i, dict(pad="x" * 2000))
+
+
+def test_read_gives_each_row_its_creation_time(tmp_path):
+    import datetime as dt
+    st = ResultsStore(tmp_path / "s.sqlite"); st.append("attack", "r", "a", dict(auc=0.5))
+    created = st.read()["created"].iloc[0]
+    assert isinstance(created, str) and abs(dt.datetime.fromisoformat(created).timestamp() - dt.datetime.now().timestamp()) < 600
+
+
+def test_import_result_defaults():
+    from achilles.core.results import ImportResult
+    r = ImportResult(4)
+    assert r == 4 and r.already == 0 and r.previous is None
+
+
+def test_an_imported_row_is_stored_like_an_appended_one(tmp_path):
+    import sqlite3
+    row = dict(dataset="adult", generator="baynet", seed=3, record_id=7, auc=0.6)
+    a = ResultsStore(tmp_path / "a.sqlite"); a.append("attack", "r", 7, row)
+    a.export(tmp_path / "a.csv")
+    b = ResultsStore(tmp_path / "b.sqlite"); assert b.import_csv(tmp_path / "a.csv") == 1
+    cols = "kind, run_id, item, dataset, dataset_hash, generator, generator_params, selector, attack, profile, seed"
+    got = [sqlite3.connect(p).execute(f"SELECT {cols} FROM results").fetchall() for p in (tmp_path / "a.sqlite", tmp_path / "b.sqlite")]
+    assert got[0] == got[1] == [("attack", "r", "7", "adult", None, "baynet", None, None, None, None, "3")]
+
+
+def test_round_trip_keeps_each_kinds_columns(tmp_path):
+    a = ResultsStore(tmp_path / "a.sqlite")
+    a.append("attack", "r", 1, dict(record_id=1, auc=0.6)); a.append("metric", "m", "dcr", dict(metric="dcr", risk=0.1))
+    a.export(tmp_path / "a.csv")  # one table: each kind's rows have the other kind's columns empty
+    b = ResultsStore(tmp_path / "b.sqlite"); assert b.import_csv(tmp_path / "a.csv") == 2
+    for kind in ("attack", "metric"):
+        pd.testing.assert_frame_equal(a.read(kind).drop(columns="created"), b.read(kind).drop(columns="created"))
+
+
+def test_whole_numbers_with_gaps_come_back_as_integers():
+    from achilles.core.results import _whole_numbers
+    t = _whole_numbers(pd.DataFrame(dict(a=[7.0, np.nan, 3.0], b=[0.5, np.nan, 1.0], c=[7.0, 1.0, 3.0])))
+    assert str(t["a"].dtype) == "Int64" and t["a"].tolist()[::2] == [7, 3]
+    assert t["b"].dtype == np.float64 and t["c"].dtype == np.float64  # fractions, and float columns without gaps, stay
+
+
+def test_binary_kind_looks_for_a_nul_in_the_first_64_kib():
+    from achilles.core.results import _binary_kind
+    text = bytearray(b"a" * 70_000)
+    at_end = bytes(text[:65535] + b"\x00" + text[65536:]); after = bytes(text[:65536] + b"\x00" + text[65537:])
+    assert _binary_kind(at_end) == "binary data" and _binary_kind(after) is None
+
+
+def test_import_lists_at_most_five_clashing_lines(tmp_path):
+    lines = "".join(f"z,{i},0.5\n" for i in range(7)) + "".join(f"z,{i},0.9\n" for i in range(7))
+    (tmp_path / "clash.csv").write_text("run_id,record_id,auc\n" + lines)
+    with pytest.raises(ValueError, match=r"line\(s\) \[9, 10, 11, 12, 13\] repeat"):
+        ResultsStore(tmp_path / "s.sqlite").import_csv(tmp_path / "clash.csv")
+
+
+def test_import_counts_the_rows_already_in_the_store(tmp_path):
+    st = ResultsStore(tmp_path / "s.sqlite")
+    (tmp_path / "one.csv").write_text("run_id,record_id,auc\nq,1,0.5\nq,2,0.6\n")
+    (tmp_path / "two.csv").write_text("run_id,record_id,auc\nq,1,0.5\nq,2,0.6\nq,3,0.7\n")
+    assert st.import_csv(tmp_path / "one.csv") == 2
+    r = st.import_csv(tmp_path / "two.csv")
+    assert r == 1 and r.already == 2
+
+
+def test_reading_results_does_not_wait_for_a_writer(tmp_path):
+    import sqlite3, threading
+    p = tmp_path / "s.sqlite"; ResultsStore(p).append("attack", "r", "a", dict(auc=0.5))
+    writer = sqlite3.connect(p, isolation_level=None); writer.execute("BEGIN IMMEDIATE")  # another process mid-write
+    out = {}
+    t = threading.Thread(target=lambda: out.update(t=read_results(p)), daemon=True); t.start(); t.join(10)
+    writer.execute("ROLLBACK"); writer.close()
+    assert "t" in out and len(out["t"]) == 1

@@ -628,7 +628,7 @@ def import_csv(self: ResultsStore,
     clean = lambda r, skip=(): {k: _unescape(v.item() if hasattr(v, "item") else v) for k, v in r.items()
                                 if k not in skip and not pd.isna(v)}
     if export:
-        rows = [(_unescape(r["kind"]), _unescape(r["run_id"]), _unescape(str(r["item"])), clean(r, ("kind", "item", "created")))
+        rows = [(_unescape(r["kind"]), _unescape(r["run_id"]), _unescape(str(r["item"])), clean(r, ("kind", "run_id", "item", "created")))
                 for r in t.to_dict("records")]
     else:
         rows = [(kind, _unescape(r["run_id"]), int(r["record_id"]), clean(r)) for r in t.to_dict("records")]
