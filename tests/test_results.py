@@ -536,3 +536,10 @@ def test_reading_results_does_not_wait_for_a_writer(tmp_path):
     t = threading.Thread(target=lambda: out.update(t=read_results(p)), daemon=True); t.start(); t.join(10)
     writer.execute("ROLLBACK"); writer.close()
     assert "t" in out and len(out["t"]) == 1
+
+
+def test_parquet_export_writes_the_columns_only(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")  # Parquet export is optional: pyarrow is not a dependency
+    st = ResultsStore(tmp_path / "s.sqlite"); st.append("attack", "r", 1, dict(record_id=1, auc=0.6))
+    st.export(tmp_path / "out.parquet")
+    assert pq.read_table(tmp_path / "out.parquet").column_names == list(st.read().columns)  # no index column
