@@ -138,7 +138,7 @@ def _features(df: pd.DataFrame, schema: Schema, columns: list) -> np.ndarray:
     for c in columns:
         col = schema[c]
         if col.is_categorical:
-            codes = pd.Categorical(df[c].astype(object), categories=list(col.categories)).codes
+            codes = pd.Index(list(col.categories)).get_indexer(df[c].astype(object))  # -1: outside the domain
             oh = np.zeros((len(df), col.cardinality)); ok = codes >= 0; oh[np.flatnonzero(ok), codes[ok]] = 1.0
             parts.append(oh)
         else:
