@@ -106,3 +106,23 @@ def test_cluster_metrics_value_is_eq8_with_their_best():
     d = DeltaPresence(secret="s", n_boot=10).evaluate(tr, sy, ct, rng=0)
     assert d.metrics["figure_best"] == 0.0 and d.control_rate == pytest.approx(20 / (3 + 1e-8), rel=1e-9)
     assert d.value == pytest.approx((d.attack_rate - d.control_rate) / (0.0 - d.control_rate))
+
+
+def test_one_kmeans_initialisation_as_synthcity():
+    from sklearn.cluster import KMeans
+    X = np.random.default_rng(3).normal(size=(60, 2))  # data on which a second initialisation changes 59 of the 60 labels
+    ref = KMeans(5, init="k-means++", random_state=0, n_init=1).fit(X).labels_
+    assert (cluster_labels(X)[:, 1] == ref).all()
+
+
+def test_features_scale_a_narrow_range_and_shift_a_constant_one():
+    sch = Schema.from_dataframe(pd.DataFrame({"x": [0.2, 0.7], "k": [5.0, 5.0]}))
+    df = pd.DataFrame({"x": [0.2, 0.45, 0.7], "k": [5.0, 5.0, 7.0]})
+    assert np.allclose(_features(df, sch, ["x", "k"]), [[0, 0], [0.5, 0], [1, 2]])  # a range under 1 is still divided by
+
+
+def test_l_diversity_and_delta_presence_pick_the_right_cluster():
+    # 2-clustering: both clusters hold the secrets {1, 2, 3}; 5-clustering: clusters 0-3 hold one secret each
+    assert l_diversity(np.c_[[0, 0, 0, 1, 1, 1], [0, 1, 2, 3, 4, 4], [1, 2, 3, 1, 2, 3]]) == 1.0
+    # cluster 1 has one real and one synthetic record: its ratio 1 beats cluster 0's 2 / 6
+    assert delta_presence(np.array([[0], [0], [1]]), np.array([[0]] * 6 + [[1]])) == pytest.approx(1 / (1 + 1e-8))
