@@ -208,3 +208,21 @@ def test_bad_arguments(adult):
     ref = pd.concat([df.iloc[900:1190], train.iloc[:10]])
     r = DOMIAS(reference=ref).evaluate(train, synth, control, rng=0)
     assert r.metrics["reference_overlap"] == pytest.approx(10 / 300, abs=0.01)
+
+
+def test_kde_is_a_normalised_product_of_gaussians():
+    "An independent restatement with scipy's normal log-pdf: each one-hot and scaled coordinate with spread gets N(y, (β·sd)²), "
+    "β by Scott's rule over the schema's columns; the density is the mean over the data records (the normalisation included)."
+    from scipy.stats import norm
+    g = np.random.default_rng(11)
+    data, q = _toy(90, g), _toy(30, g)
+    schema = common_schema(data, q)
+    ed, eq = encode_dataset(data, schema), encode_dataset(q, schema)
+    def embed(e):
+        cols = [np.eye(len(c.categories))[e.cat[:, k]] for k, c in enumerate(c for c in schema.columns if c.is_categorical)]
+        return np.hstack(cols + [e.cont])
+    X, Q = embed(ed), embed(eq)
+    sd = X.std(axis=0); keep = sd > 0
+    h = 90 ** (-1 / (len(schema) + 4)) * sd[keep]
+    ref = logsumexp(norm.logpdf(Q[:, None, keep], X[None, :, keep], h).sum(-1), axis=1) - np.log(90)
+    np.testing.assert_allclose(kde_log_density(KDEKernel(schema, [ed], "scott"), eq, ed), ref, rtol=0, atol=1e-8)
