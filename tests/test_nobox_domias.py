@@ -226,3 +226,54 @@ def test_kde_is_a_normalised_product_of_gaussians():
     h = 90 ** (-1 / (len(schema) + 4)) * sd[keep]
     ref = logsumexp(norm.logpdf(Q[:, None, keep], X[None, :, keep], h).sum(-1), axis=1) - np.log(90)
     np.testing.assert_allclose(kde_log_density(KDEKernel(schema, [ed], "scott"), eq, ed), ref, rtol=0, atol=1e-8)
+
+
+def test_kde_at_every_block_size_and_no_query():
+    "The kernel works on blocks of 64 queries: 0, 1, 64, 65 and 130 queries all match the reference."
+    g = np.random.default_rng(12)
+    data, q = _toy(40, g), _toy(130, g)
+    schema = common_schema(data, q)
+    ed, eq = encode_dataset(data, schema), encode_dataset(q, schema)
+    ker = KDEKernel(schema, [ed], "scott")
+    for n in (1, 64, 65, 130):
+        sub = eq.take(np.arange(n))
+        np.testing.assert_allclose(kde_log_density(ker, sub, ed), _numpy_log_kde(ker, sub, ed), rtol=0, atol=1e-8)
+    none = kde_log_density(ker, eq.take(np.arange(0)), ed)
+    assert isinstance(none, np.ndarray) and none.shape == (0,)
+    with pytest.raises(ValueError, match="cut=0"): kde_log_density(ker, eq, ed, cut=0)
+
+
+def test_reference_checks(adult):
+    df, _ = adult
+    train, synth, control = df.iloc[:300], df.iloc[300:600], df.iloc[600:900]
+    with pytest.raises(ValueError, match="is the training or the control table itself"):
+        DOMIAS(reference=train).evaluate(train, synth, control)
+    with pytest.raises(ValueError, match="100% of the reference rows are copies"):  # copies under another index
+        DOMIAS(reference=control.reset_index(drop=True)).evaluate(train, synth, control)
+    half = pd.concat([control.iloc[:150], df.iloc[1000:1150]], ignore_index=True)  # exactly half copies: allowed
+    r = DOMIAS(reference=half).evaluate(train, synth, control, rng=0)
+    assert r.metrics["reference_overlap"] == 0.5
+
+
+def test_reference_split_edges(adult):
+    df, _ = adult
+    train, synth, control = df.iloc[:300], df.iloc[300:600], df.iloc[600:603]
+    r = DOMIAS(reference_fraction=0.34).evaluate(train, synth, control, rng=0)  # one reference record, two scored
+    assert (r.metrics["n_reference"], r.metrics["n_non_members"]) == (1, 2)
+    with pytest.raises(ValueError, match="leave no reference or nothing to score"):
+        DOMIAS(reference_fraction=0.9).evaluate(train, synth, control, rng=0)  # round(2.7) = 3: nothing left to score
+
+
+def test_rates_levels_and_ties():
+    "On all-categorical data many scores tie at the median: a record counts only strictly above it; the TPRs at 1 % and 10 % FPR."
+    from sklearn.metrics import roc_curve
+    from achilles.core.results import tpr_at_fpr
+    g = np.random.default_rng(2)
+    mk = lambda n: pd.DataFrame({"a": g.choice(list("xy"), n), "b": g.choice(list("uv"), n)})
+    train, synth, control = mk(200), mk(200), mk(400)  # a reference of such records is all copies: split the control set
+    r = DOMIAS().evaluate(train, synth, control, rng=0)
+    s, y = r.scores, r.labels; med = np.median(s)
+    assert (s == med).sum() > 10  # ties at the median
+    assert r.attack_rate == np.mean(s[y == 1] > med) and r.control_rate == np.mean(s[y == 0] > med) and r.baseline_rate == 0.5
+    fpr, tpr, _ = roc_curve(y, s)
+    assert (r.metrics["tpr_at_fpr_0_01"], r.metrics["tpr_at_fpr_0_1"]) == (tpr_at_fpr(fpr, tpr, 0.01), tpr_at_fpr(fpr, tpr, 0.1))
