@@ -241,6 +241,8 @@ def test_kde_at_every_block_size_and_no_query():
     none = kde_log_density(ker, eq.take(np.arange(0)), ed)
     assert isinstance(none, np.ndarray) and none.shape == (0,)
     with pytest.raises(ValueError, match="cut=0"): kde_log_density(ker, eq, ed, cut=0)
+    small = kde_log_density(ker, eq, ed, cut=0.5)  # any cut > 0 is allowed: fewer terms, a lower sum
+    assert np.all(np.isfinite(small)) and np.all(small <= _numpy_log_kde(ker, eq, ed) + 1e-9)
 
 
 def test_reference_checks(adult):

@@ -97,7 +97,7 @@ def kde_log_density(kernel: KDEKernel,  # the kernel (bandwidths)
     "log p(x) of the diagonal Gaussian KDE of `data` at every query (float64[nq])."
     if data.n == 0: raise ValueError("the KDE needs at least one data record")
     if not cut > 0: raise ValueError(f"cut={cut!r} is not allowed; pass a positive number (40: terms below e^-40 of the largest are skipped)")
-    out = np.empty(queries.n)
+    out = np.full(queries.n, np.nan)  # a query the kernel missed would stay NaN, never a stale value
     if queries.n == 0: return out
     with limit_threads(n_jobs, "numba"):
         _log_kde_kernel(np.ascontiguousarray(queries.cat), kernel._w(queries), np.ascontiguousarray(queries.cont),
