@@ -521,3 +521,18 @@ def test_gtcap_numeric_keys_only_and_the_synthetic_orientations_errors():
         GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1.assign(k=["p", "q", "r"]), rng=0)
     one = gtcap_radius_sweep(t, s1, c1, radii=[0.1], secret="s", orientation="synthetic", rng=0)
     assert one["radius"].tolist() == [0.1] and one["attack_rate"].tolist() == [1.0]  # one radius is a sweep too
+
+
+def test_ml_inference_categorical_up_to_max_bins_exactly(monkeypatch):
+    "A known column with 255 categories (the trees' default max_bins) is categorical; one with 256 is a number."
+    import achilles.nobox.inference as inf
+    seen = []
+    fp = inf._fit_predict
+    monkeypatch.setattr(inf, "_fit_predict", lambda *a, **k: (seen.append(a[5]), fp(*a, **k))[1])
+    g = np.random.default_rng(1)
+    for n_cat, expect in ((255, True), (256, False)):
+        t = pd.DataFrame({"k": [f"c{i % n_cat}" for i in range(600)], "y": g.normal(size=600)})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            MLInference(secret="y", model_params=dict(max_iter=3)).evaluate(t, t, t, rng=0)
+        assert seen[-1].tolist() == [expect], n_cat
