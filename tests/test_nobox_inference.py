@@ -517,6 +517,8 @@ def test_gtcap_numeric_keys_only_and_the_synthetic_orientations_errors():
     assert r1.attack_rate == 1.0 and r1.control_rate == 1.0
     with pytest.raises(ValueError, match="training record"):
         GTCAP(secret="s", orientation="synthetic").evaluate(t, s1.assign(k=["p", "q", "r"]), c1, rng=0)
+    with pytest.raises(ValueError, match="shares its key with a training record at radius"):  # even when the control set has a match
+        GTCAP(secret="s", orientation="synthetic").evaluate(t, s1.assign(k=["e", "q", "r"]), c1, rng=0)
     with pytest.raises(ValueError, match="control record"):
         GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1.assign(k=["p", "q", "r"]), rng=0)
     one = gtcap_radius_sweep(t, s1, c1, radii=[0.1], secret="s", orientation="synthetic", rng=0)
@@ -536,3 +538,12 @@ def test_ml_inference_categorical_up_to_max_bins_exactly(monkeypatch):
             warnings.simplefilter("ignore")
             MLInference(secret="y", model_params=dict(max_iter=3)).evaluate(t, t, t, rng=0)
         assert seen[-1].tolist() == [expect], n_cat
+
+
+def test_xgboost_gets_the_seed_threads_and_parameters():
+    pytest.importorskip("xgboost")
+    from achilles.nobox.inference import _make_model
+    m = _make_model("xgboost", True, np.array([True]), dict(max_depth=3), 7, 2)
+    p = m.get_params()
+    assert (type(m).__name__, p["random_state"], p["n_jobs"], p["max_depth"]) == ("XGBClassifier", 7, 2, 3)
+    assert _make_model("xgboost", False, np.array([False]), {}, 0, None).get_params()["n_jobs"] is None  # xgboost's own default
