@@ -230,3 +230,39 @@ def test_paper_reading_options(leak):
     with pytest.raises(ValueError, match="split"): KDEMembershipAttack(split="lt")
     with pytest.raises(ValueError, match="floor"): KDEMembershipAttack(floor="never")
     with pytest.raises(TypeError, match="shared_bandwidth"): KDEMembershipAttack(shared_bandwidth="yes")
+
+
+# --- the mutation run's survivors (tests/MUTATION.md, nobox/kde) -----------------------------------------------------------
+
+def test_bandwidth_rules_against_scipy():
+    from scipy.stats import gaussian_kde
+    from achilles.nobox.kde import kde_bandwidth
+    x = np.random.default_rng(0).normal(size=137)
+    sd = np.std(x, ddof=1)
+    for rule in ("scott", "silverman"):
+        assert kde_bandwidth(x, rule) == pytest.approx(gaussian_kde(x, bw_method=rule).factor * sd, rel=1e-12)
+    assert kde_bandwidth(x, 0.5) == pytest.approx(0.5 * sd) and kde_bandwidth(x, 0.5, floor=9.0) == 9.0
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="bandwidth"): kde_bandwidth(x, bad)
+    assert kde_bandwidth([3.0]) == 0.0 and kde_bandwidth([3.0], floor=0.1) == 0.1  # one value: no spread, the floor
+    assert kde_bandwidth([0.0, 1.0]) == pytest.approx(2 ** -0.2 * np.std([0.0, 1.0], ddof=1))  # two values have a spread
+
+
+def test_linear_binning_keeps_mass_and_mean():
+    from achilles.nobox.kde import _linear_bin
+    lo, delta, m = 1.0, 0.5, 9  # grid 1.0, 1.5, ..., 5.0
+    inside = np.array([1.0, 1.2, 2.4, 3.0, 4.99, 5.0, 3.0])
+    w = _linear_bin(inside, lo, delta, m)
+    grid = lo + delta * np.arange(m)
+    assert w.sum() == pytest.approx(len(inside)) and (w >= 0).all()
+    assert (w * grid).sum() == pytest.approx(inside.sum())  # linear binning keeps the first moment
+    assert w[4] == pytest.approx(2.0)  # 3.0 sits on a grid point: all its weight there, twice
+    out = _linear_bin(np.array([-7.0, 40.0]), lo, delta, m)  # outside the grid: all to the nearest end
+    assert out[0] == 1.0 and out[-1] == 1.0 and out.sum() == 2.0
+
+
+def test_binned_grid_is_capped():
+    from achilles.nobox.kde import KDE1D, _MAX_GRID
+    x = np.linspace(0.0, 1.0, 200_001)  # every grid point gets weight
+    k = KDE1D(x, 1e-7)
+    assert k.binned and _MAX_GRID == 65_536 and len(k.centres) == 65_536
