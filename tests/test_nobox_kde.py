@@ -266,3 +266,33 @@ def test_binned_grid_is_capped():
     x = np.linspace(0.0, 1.0, 200_001)  # every grid point gets weight
     k = KDE1D(x, 1e-7)
     assert k.binned and _MAX_GRID == 65_536 and len(k.centres) == 65_536
+
+
+def test_method1_scores_and_percentile_bounds():
+    from achilles.nobox.kde import PERCENTILES, _scores, method1
+    assert PERCENTILES == tuple(range(10, 100, 10))  # the paper's 10th to 90th percentiles
+    pred, y = np.array([True, True, False, False, True]), np.array([1, 0, 1, 0, 1])
+    s = _scores(pred, y)  # tp 2, fp 1, fn 1, tn 1
+    assert (s["tp"], s["fp"], s["fn"], s["tn"], s["accuracy"], s["f1"]) == (2, 1, 1, 1, 0.6, pytest.approx(4 / 6))
+    assert _scores(np.zeros(3, bool), np.zeros(3, int))["f1"] == 0.0  # no positive anywhere: F1 0, not NaN
+    fd = np.arange(100.0)
+    t = method1(fd, [5.0, 50.0], [1, 0], percentiles=[0.5, 99.5])  # any percentile strictly inside (0, 100)
+    assert t["threshold"].tolist() == [np.percentile(fd, 0.5), np.percentile(fd, 99.5)]
+    for bad in (0, 100):
+        with pytest.raises(ValueError, match="percentile"): method1(fd, [5.0], [1], percentiles=[bad])
+
+
+def test_fit_kdes_needs_both_groups_and_the_floor():
+    from achilles.nobox.kde import _floor, fit_kdes
+    for y in ([1, 1, 1], [0, 0, 0]):
+        with pytest.raises(ValueError, match="both KDEs need at least one"): fit_kdes([0.1, 0.2, 0.3], y)
+    assert _floor(np.array([2.0, 2.0, 2.0])) == 1.0 and _floor(np.array([1.0, 1.5, 1.7, 1.7])) == pytest.approx(0.02)
+
+
+def test_attack_sizes_at_a_balance():
+    from achilles.nobox.kde import _attack_sizes
+    assert _attack_sizes(1000, 1000, 0.5) == (1000, 1000)
+    assert _attack_sizes(1000, 300, 0.5) == (300, 300)  # the smaller side bounds both
+    assert _attack_sizes(1000, 300, 0.75) == (900, 300)  # 3 members per non-member
+    assert _attack_sizes(100, 300, 0.75) == (100, 33)
+    assert _attack_sizes(1000, 2, 0.6) == (3, 2)  # 0.6 / 0.4 × 2 is 2.9999999999999996 in floating point: 3 members, not 2
