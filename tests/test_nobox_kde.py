@@ -296,3 +296,28 @@ def test_attack_sizes_at_a_balance():
     assert _attack_sizes(1000, 300, 0.75) == (900, 300)  # 3 members per non-member
     assert _attack_sizes(100, 300, 0.75) == (100, 33)
     assert _attack_sizes(1000, 2, 0.6) == (3, 2)  # 0.6 / 0.4 × 2 is 2.9999999999999996 in floating point: 3 members, not 2
+
+
+def test_realistic_attack_rates_threshold_and_predictions(leak):
+    from achilles.nobox.kde import membership_probability
+    s = leak[0.5]
+    a = KDEMembershipAttack(variant="realistic")
+    r = a.evaluate(s.train, s.synthetic, s.control, rng=0)
+    y, m = r.labels, r.metrics
+    pred = r.scores >= 0.5
+    assert r.attack_rate == np.sum(pred & (y == 1)) / y.sum() and r.control_rate == np.sum(pred & (y == 0)) / (len(y) - y.sum())
+    assert r.baseline_rate == 0.5 and m["accuracy_baseline"] == max(y.mean(), 1 - y.mean())
+    best = a.sweep_["percentile"].iloc[int(np.argmax(a.sweep_["accuracy"].to_numpy()))]
+    assert m["threshold_percentile"] == best and m["threshold_distance"] == np.percentile(a.fit_distances_, best)
+    assert (m["bandwidth_member"], m["bandwidth_non_member"]) == (a.kdes_[best][0].h, a.kdes_[best][1].h)
+    assert set(a.sweep_["percentile"]) <= set(range(10, 100, 10))  # percentiles that leave a group empty are left out
+    rec = s.train.iloc[:40]
+    d = a.distances(rec)
+    np.testing.assert_allclose(a.predict_proba(rec), membership_probability(a._log_odds(d, best)))
+    with pytest.raises(ValueError, match="records is empty"): a.distances(rec.iloc[:0])
+    fixed = KDEMembershipAttack(variant="realistic", threshold=0.5, bandwidth=0.5)  # the open bounds: any value inside
+    s0 = leak[0.0]  # no copies: no distance 0, so the 0.5th percentile splits the fitting distances
+    fixed.evaluate(s0.train, s0.synthetic, s0.control, rng=0)
+    assert list(fixed.kdes_) == [0.5]
+    np.testing.assert_allclose(fixed.predict_proba(rec), membership_probability(fixed._log_odds(fixed.distances(rec), 0.5)))
+    with pytest.raises(ValueError, match="bandwidth"): KDEMembershipAttack(bandwidth=0.0)
