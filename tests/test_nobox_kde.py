@@ -321,3 +321,149 @@ def test_realistic_attack_rates_threshold_and_predictions(leak):
     assert list(fixed.kdes_) == [0.5]
     np.testing.assert_allclose(fixed.predict_proba(rec), membership_probability(fixed._log_odds(fixed.distances(rec), 0.5)))
     with pytest.raises(ValueError, match="bandwidth"): KDEMembershipAttack(bandwidth=0.0)
+
+
+def _direct_log_pdf(x, h, q):
+    "The KDE's log density term by term in numpy (no window, no binning)."
+    z = (np.asarray(q, float)[:, None] - np.asarray(x, float)[None, :]) / h
+    return np.log(np.exp(-0.5 * z * z).sum(1) / (len(x) * h * math.sqrt(2 * math.pi)))
+
+
+def test_exact_kde_with_a_wide_bandwidth():
+    "A bandwidth wider than the data's spread: every centre's term matters, so the window (reach × h) must scale with h."
+    x = np.array([0.0, 5.0, 10.0, 10.0])
+    k = KDE1D(x, 4.0)
+    assert not k.binned and k.delta_over_h == 0.0  # exact: no grid, so no δ/h
+    q = np.linspace(-30, 40, 71)
+    np.testing.assert_allclose(k.log_pdf(q), _direct_log_pdf(x, 4.0, q), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(k.pdf(q), np.exp(k.log_pdf(q)), rtol=1e-15)
+
+
+def test_binned_grid_is_exactly_the_coarsest_that_meets_the_bound():
+    "m = ceil((hi − lo) / (h/16)) + 1 points from lo to hi: δ ≤ h/16, and no finer (the grid's size is the cost)."
+    x = np.random.default_rng(7).uniform(0.0, 1.0, 20_000)
+    h = 0.01
+    k = KDE1D(x, h)
+    lo, hi = x.min(), x.max()
+    m = math.ceil((hi - lo) / (h / 16)) + 1
+    assert k.binned and len(k.centres) == m  # uniform data: every grid point has weight
+    np.testing.assert_allclose(k.centres, lo + (hi - lo) / (m - 1) * np.arange(m), rtol=0, atol=1e-12)
+    assert k.centres[-1] == pytest.approx(hi, abs=1e-12) and k.delta_over_h == pytest.approx((hi - lo) / (m - 1) / h)
+    assert 1 / 16 * (m - 2) / (m - 1) < k.delta_over_h <= 1 / 16
+
+
+def test_exact_or_binned_at_the_boundary():
+    "Exact while the distinct values are no more than the grid's points (and always for two values); binned above."
+    k = KDE1D(np.arange(5.0), 16.0)  # grid: ceil(4 / 1) + 1 = 5 points, 5 distinct values: exact
+    assert not k.binned and np.array_equal(k.centres, np.arange(5.0))
+    k = KDE1D(np.array([0.0, 1e-9]), 1.0)  # a one-point grid, two values: exact
+    assert not k.binned and len(k.centres) == 2
+    k = KDE1D(np.array([0.0, 0.5, 1.0]), 16.0)  # a two-point grid, three values: binned, the middle value split in half
+    assert k.binned and np.array_equal(k.centres, [0.0, 1.0]) and np.allclose(np.exp(k.logw), [0.5, 0.5])
+
+
+def test_binned_kde_across_a_wide_gap():
+    "Two far clusters on one grid: the empty grid points between them are dropped, so a query in the gap still finds them."
+    g = np.random.default_rng(8)
+    x = np.r_[g.normal(0, 0.01, 30_000), g.normal(10, 0.01, 30_000)]
+    k = KDE1D(x, 0.1)
+    assert k.binned and (np.exp(k.logw) > 0).all()
+    q = np.array([5.0, 2.0, 8.0])  # about 20-50 bandwidths from the nearest cluster
+    lp = k.log_pdf(q)
+    assert np.isfinite(lp).all()
+    ref = gaussian_kde(x, bw_method=0.1 / x.std(ddof=1)).logpdf(q)
+    np.testing.assert_allclose(lp, ref, rtol=0.02)
+
+
+def test_membership_log_odds_with_a_prior():
+    km, kn = KDE1D([0.0, 0.1, 0.1], 0.05), KDE1D([0.2, 0.3], 0.05)
+    d = np.array([0.0, 0.15, 0.3])
+    for prior in (0.5, 0.2, 0.9):
+        want = km.log_pdf(d) - kn.log_pdf(d) + math.log(prior / (1 - prior))
+        np.testing.assert_allclose(membership_log_odds(d, km, kn, prior=prior), want, rtol=1e-12)
+
+
+def test_scores_counts_and_f1():
+    from achilles.nobox.kde import _scores
+    pred = np.array([1, 1, 1, 1, 1, 0, 0, 0], bool)
+    y = np.array([1, 1, 1, 0, 0, 1, 0, 0])
+    sc = _scores(pred, y)
+    assert (sc["tp"], sc["fp"], sc["fn"], sc["tn"]) == (3, 2, 1, 2)
+    assert sc["f1"] == pytest.approx(6 / 9) and sc["accuracy"] == pytest.approx(5 / 8)
+    assert _scores(np.zeros(3, bool), np.zeros(3, int))["f1"] == 0.0
+    assert _scores(np.array([1, 1], bool), np.array([1, 0]))["f1"] == pytest.approx(2 / 3)  # tp = fp = 1, fn = 0
+    assert _scores(np.array([1, 0], bool), np.array([1, 1]))["f1"] == pytest.approx(2 / 3)  # tp = fn = 1, fp = 0
+
+
+def test_floor_and_bandwidth_modes():
+    from achilles.nobox.kde import _bandwidth, _floor
+    assert _floor(np.array([0.0, 0.0, 0.5])) == pytest.approx(0.05)  # two distinct values: a tenth of their gap
+    x = np.array([0.0, 0.1, 0.2, 0.3])
+    h = kde_bandwidth(x)
+    assert _bandwidth(x, "scott", 1.0, "degenerate") == h  # the rule's h, even below the floor
+    assert _bandwidth(x, "scott", 1.0, "always") == 1.0
+    assert _bandwidth(x, "scott", 1e-6, "always") == h
+    assert _bandwidth(np.zeros(3), "scott", 0.3, "degenerate") == 0.3
+
+
+def test_roc_metrics_resolves_fpr_one_over_negatives():
+    from achilles.nobox.kde import roc_metrics
+    y = np.r_[np.ones(10), np.zeros(10)]
+    s = np.r_[np.arange(10) + 10.5, np.arange(10)]
+    m, _ = roc_metrics(s, y, fpr_levels=(0.1, 0.09))
+    assert m["tpr@0.1"] == 1.0 and math.isnan(m["tpr@0.09"])  # 1/10 is resolvable with 10 negatives; below it is not
+
+
+def _tiny(n_train, n_control, n_syn=3):
+    pop = _categorical(n_train + n_control + n_syn, n_cols=3, card=3, seed=11)
+    return (pop.iloc[:n_train].reset_index(drop=True), pop.iloc[n_train:n_train + n_control].reset_index(drop=True),
+            pop.iloc[n_train + n_control:].reset_index(drop=True))
+
+
+def test_smallest_attack_sets():
+    "Two members and two non-members suffice (one to fit, one to test, each); one does not, with the sizes in the message."
+    train, control, syn = _tiny(2, 2, n_syn=1)  # a one-record synthetic table: the nearest is its only record
+    a = KDEMembershipAttack(test_size=0.5)
+    a.fit(train, syn, control, rng=0)
+    assert len(a.fit_distances_) == 2 and len(a.test_distances_) == 2
+    np.testing.assert_array_equal(a.distances(train), a.distances(train.iloc[::-1])[::-1])  # a one-record release still answers
+    train, control, syn = _tiny(20, 1)
+    with pytest.raises(ValueError, match="attack set of 9 members and 1 non-members"):
+        KDEMembershipAttack(balance=0.9).fit(train, syn, control, rng=0)
+    train, control, syn = _tiny(1, 20)
+    with pytest.raises(ValueError, match="attack set of 1 members and 1 non-members"):
+        KDEMembershipAttack().fit(train, syn, control, rng=0)
+
+
+def test_attack_set_takes_each_record_once(leak):
+    "When the attack set is the whole of train and control, every record's distance is in it exactly once."
+    s = leak[0.5]
+    n = min(len(s.train), len(s.control))
+    train, control = s.train.iloc[:n], s.control.iloc[:n]
+    a = KDEMembershipAttack().fit(train, s.synthetic, control, rng=0)
+    dm, dn = a.all_distances_
+    np.testing.assert_array_equal(np.sort(dm), np.sort(a.distances(train)))
+    np.testing.assert_array_equal(np.sort(dn), np.sort(a.distances(control)))
+
+
+def test_a_tie_counts_as_member(leak):
+    "P(member | d) = 0.5 classifies as member (the paper: P ≥ 0.5), in the sweep and in the result; rates over one of each."
+    s = leak[0.5]
+    a = KDEMembershipAttack("realistic", threshold=50).fit(s.train, s.synthetic, s.control, rng=0)
+    a.kdes_ = {50: (KDE1D([0.0], 1.0), KDE1D([1.0], 1.0))}  # equal bandwidths: equal densities at d = 0.5
+    a.test_distances_, a.test_labels_ = np.array([0.5, 0.5]), np.array([1, 0])
+    r = a._score(np.random.default_rng(0))
+    assert a.test_log_odds_.tolist() == [0.0, 0.0]
+    assert (a.sweep_["tp"].iloc[0], a.sweep_["fp"].iloc[0]) == (1, 1)
+    assert r.attack_rate == 1.0 and r.control_rate == 1.0 and r.metrics["tp"] == 1
+
+
+def test_predict_proba_after_fit_uses_the_middle_percentile(leak):
+    "Before any score there is no sweep: the realistic attack predicts with the median percentile's KDEs."
+    from achilles.nobox.kde import membership_probability
+    s = leak[0.5]
+    a = KDEMembershipAttack("realistic").fit(s.train, s.synthetic, s.control, rng=0)
+    keys = list(a.kdes_)
+    assert len(keys) >= 3
+    rec = s.train.iloc[:30]
+    np.testing.assert_allclose(a.predict_proba(rec), membership_probability(a._log_odds(a.distances(rec), keys[len(keys) // 2])))

@@ -111,6 +111,23 @@ def test_unique_rows_keeps_first_occurrences():
     np.testing.assert_array_equal(unique_rows(X), X[[0, 1, 4]])
 
 
+def test_unique_rows_edge_sizes():
+    assert unique_rows(np.zeros((0, 3))).shape == (0, 3)
+    assert unique_rows(np.zeros((5, 0))).shape == (1, 0)  # five records with no columns are one (empty) record
+    assert unique_rows(np.zeros((0, 0))).shape == (0, 0)
+    np.testing.assert_array_equal(unique_rows(np.array([[2.5, 1.0]])), [[2.5, 1.0]])
+
+
+def test_unique_rows_on_a_hash_collision(monkeypatch):
+    "Every row hashing alike (a forced collision): the bytes decide, -0.0 and 0.0 are still one value, order kept."
+    X = np.array([[1.0, 2.0], [0.0, 1.0], [1.0, 2.0], [-0.0, 1.0], [3.0, 3.0], [0.0, 1.0]])
+    monkeypatch.setattr(pd.util, "hash_pandas_object", lambda df, index=False: pd.Series(np.zeros(len(df), np.uint64)))
+    np.testing.assert_array_equal(unique_rows(X), X[[0, 1, 4]])
+    Y = np.random.default_rng(0).integers(0, 3, (200, 3)).astype(float)
+    _, first = np.unique(Y, axis=0, return_index=True)
+    np.testing.assert_array_equal(unique_rows(Y), Y[np.sort(first)])
+
+
 def test_query_table_codes_are_shared_and_unseen_values_get_their_own():
     df = pd.DataFrame({"c": pd.Categorical(["a", "b", "a"]), "x": [1, 2, 3]})
     qt = QueryTable.fit(Schema.from_dataframe(df), df, pd.DataFrame({"c": ["z", "y"], "x": [0, 0]}))
