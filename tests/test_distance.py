@@ -204,3 +204,52 @@ def test_bad_input():
         e = encode(df, schema); distances_to(e, e)
     with pytest.raises(ValueError, match="different columns"):
         e = encode(df, schema); pairwise_distances(e, Encoded(e.cat, np.zeros((3, 0))))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "minkowski2"])
+@pytest.mark.parametrize("nc", [1024, 1025, 2049])
+def test_knn_block_edges(metric, nc):
+    "Candidates one row past a 1,024-row block (the last row alone in its block is still seen); 65 queries, one past a 64-row block."
+    rng = np.random.default_rng(nc)
+    ey = random_encoded(rng, nc)
+    cont = ey.cont.copy(); cont[-1] = [0.37, 0.91]  # off the grid of the other rows: the last row is its own only match
+    ey = Encoded(ey.cat, np.ascontiguousarray(cont))
+    ex = ey.take(np.r_[nc - 1, np.arange(64)])
+    dist, idx = knn(ex, None, 1, metric=metric, Y=ey)
+    D = pairwise_distances(ex, ey, metric=metric)
+    np.testing.assert_allclose(dist[:, 0], D.min(1), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(np.take_along_axis(D, idx, 1)[:, 0], dist[:, 0], atol=1e-12, rtol=0)
+    assert idx[0, 0] == nc - 1 and dist[0, 0] == 0.0
+    # the same table with itself: the last row's nearest other row, found through the wrapped visiting order
+    ds, js = knn(ey, None, 1, metric=metric)
+    Dy = pairwise_distances(ey, metric=metric); np.fill_diagonal(Dy, np.inf)
+    np.testing.assert_allclose(ds[:, 0], Dy.min(1), atol=1e-12, rtol=0)
+
+
+def test_knn_between_tables_orders_tied_candidates_by_index():
+    "Two identical candidates in different candidate blocks: both returned, the lower index first (`_finalize`'s sort)."
+    ey = random_encoded(np.random.default_rng(5), 3000)
+    cat, cont = ey.cat.copy(), ey.cont.copy()
+    cat[[1500, 2500]] = [0, 1, 4]; cont[[1500, 2500]] = [0.37, 0.91]  # off the grid: no other row is as near
+    ey = Encoded(cat, cont)
+    for metric in ("cosine", "minkowski1"):
+        dist, idx = knn(ey.take([2500, 1500]), None, 3, metric=metric, Y=ey)
+        assert idx[:, :2].tolist() == [[1500, 2500], [1500, 2500]] and (dist[:, :2] == 0.0).all() and (dist[:, 2] > 0).all()
+
+
+def test_metric_families_are_distinct():
+    "Each family code selects one computation (the neighbour engine tests them in order): no two may share a code."
+    from achilles.distance import COSINE, EUCLIDEAN, GOWER, HAMMING, SPHERE
+    codes = (COSINE, MINKOWSKI, GOWER, HAMMING, EUCLIDEAN, SPHERE)
+    assert len(set(codes)) == len(codes)
+    assert len({(m.family, m.p) for m in DISTANCES.values()}) == len(DISTANCES)
+
+
+def test_row_identity_for_dedup():
+    "Equal rows are one row to the deduplication (-0.0 is 0.0); rows that differ by a denormal are two."
+    from achilles.distance import _unique_rows
+    cont = np.array([[0.0], [-0.0], [1e-300], [0.5], [0.5]])
+    enc = Encoded(np.zeros((5, 1), np.int32), cont)
+    first, inverse, counts = _unique_rows(enc)
+    assert len(first) == 3 and sorted(counts.tolist()) == [1, 2, 2]
+    assert inverse[0] == inverse[1] != inverse[2] and inverse[3] == inverse[4]

@@ -258,6 +258,11 @@ def test_bad_input():
     with pytest.raises(ValueError, match="different schemas"):
         nearest(NeighbourData.from_frame(df, schema), NeighbourData.from_frame(df, other))
     with pytest.raises(ValueError, match="different schema"): nearest(NeighbourData.from_frame(df, schema), df, schema=other)
+    # the message says where the schemas differ: a column's range, or the column names
+    with pytest.raises(ValueError, match="column 'x0': .* vs "): nearest(NeighbourData.from_frame(df, schema), df, schema=other)
+    renamed = Schema.from_dataframe(df.rename(columns={"c0": "k0"}))
+    with pytest.raises(ValueError, match=r"columns \['c0', 'c1', 'x0'\] vs \['k0'"):
+        nearest(NeighbourData.from_frame(df, schema), df.rename(columns={"c0": "k0"}), schema=renamed)
     with pytest.raises(ValueError, match="radius=-0.5"): count_within(df, df, -0.5, schema=schema)
     with pytest.raises(ValueError, match="radius=nan"): count_within(df, df, float("nan"), schema=schema)
     with pytest.raises(ValueError, match="same table"): nearest(df, df.iloc[::-1], 1, schema=schema, exclude_self=True)
