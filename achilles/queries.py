@@ -272,6 +272,8 @@ def all_subsets(n_features: int) -> np.ndarray:
                          "use `sample_subsets` for wider tables")
     return np.arange(np.int64(1) << n_features, dtype=np.int64)
 
+_CHOICE_MAX = 1 << 26  # up to this many masks, numpy's choice without replacement; above it, draws with the repeats dropped
+
 def sample_subsets(n_features: int,  # number of attributes F
                    n: int,  # how many distinct non-empty masks; n >= 2^F - 1 gives all of them
                    rng: RNGLike = None,  # seed or Generator
@@ -284,7 +286,7 @@ def sample_subsets(n_features: int,  # number of attributes F
     rng = check_rng(rng)
     pop = (1 << n_features) - 1  # non-empty masks 1..2^F-1
     if n >= pop: return np.arange(1, pop + 1, dtype=np.int64)
-    if pop <= 1 << 26:
+    if pop <= _CHOICE_MAX:
         return np.sort(rng.choice(pop, size=n, replace=False).astype(np.int64) + 1)
     got = np.empty(0, np.int64)
     while len(got) < n:
