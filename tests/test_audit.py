@@ -1,5 +1,5 @@
 """The shared-pool audit: copies IN together, dask, resuming after kill -9, and clear errors before any work."""
-import signal, subprocess, sys
+import signal, subprocess, sys, warnings
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +123,26 @@ def test_population_rows_do_not_depend_on_the_chunking(adult):
     cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
     assert len(one) == 300
     np.testing.assert_array_equal(one.sort_values("record")[cols].to_numpy(), many.sort_values("record")[cols].to_numpy())
+
+
+def test_pool_size_check_counts_out_datasets_too():
+    "A record IN all but one dataset has 1 OUT dataset: too few for 2 folds, so it is refused before any generation."
+    from achilles.shadow.audit import _check_pool_sizes
+    membership = np.tile(np.array([[1, 0, 1]], bool), (40, 1))
+    membership[::2, 1] = True  # record 1: IN half of them
+    membership[1:, 2] = True; membership[0, 2] = False  # record 2: IN 39 of 40, OUT 1
+    with pytest.raises(ValueError, match="record 12 with"):
+        _check_pool_sizes(membership[:, [1, 2]], 2, np.array([11, 12]))
+    membership[:3, 2] = False  # now 3 OUT
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _check_pool_sizes(membership[:, [1, 2]], 2, np.array([11, 12]))  # no error
+
+
+def test_auto_design_switches_where_a_bernoulli_pool_would_overflow():
+    "auto: population when n/2 + 4 sqrt(n/2) audited records would not fit in a dataset (and no n_datasets was asked for)."
+    from achilles.shadow.audit import _design
+    assert _design("auto", 1000, 1000, 589, None) == "population"  # 500 + 89.4 > 589
+    assert _design("auto", 1000, 1000, 590, None) == "bernoulli"
+    assert _design("auto", 1000, 1000, 589, 500) == "bernoulli"  # n_datasets asks for a Bernoulli pool
+    assert _design("auto", "all", 10, 1000, None) == "population" and _design("bernoulli", "all", 10, 10, None) == "bernoulli"

@@ -568,3 +568,48 @@ def test_beta_binomial_newton_converges_quadratically_to_the_maximum():
         obj = lambda x: -_bb_objective(np.array([x[0]]), np.array([x[1]]), u, W, N)[0]
         nm = minimize(obj, [la0[0], lb0[0]], method="Nelder-Mead", options=dict(xatol=1e-10, fatol=1e-13, maxiter=20_000))
         assert abs(l60[0] - nm.x[0]) <= 1e-4 and abs(b60[0] - nm.x[1]) <= 1e-4 and f60[0] >= -nm.fun - 1e-6
+
+
+def test_predicted_singletons_against_the_posterior_integral():
+    "E[m p (1 - p)^(m - 1) | c] under the posterior Beta(alpha + c, beta + N - c), by numerical integration."
+    from scipy import integrate
+    from scipy.stats import beta as beta_dist
+    a, b, N, m = 0.7, 300.0, 1000, 2500
+    for c in (0, 1, 3, 20):
+        post = beta_dist(a + c, b + N - c)
+        want = integrate.quad(lambda p: m * p * (1 - p) ** (m - 1) * post.pdf(p), 0, 1, points=[post.mean()], limit=200)[0]
+        assert predicted_singletons(np.array([c]), N, m, a, b)[0] == pytest.approx(want, rel=1e-6)
+
+
+def test_control_outcomes_extrapolate_from_singletons_alone():
+    "Counts of 0 and 1 only still hold a share to extrapolate from: the beta-binomial is fitted (not the all-zero answer)."
+    c = np.r_[np.zeros(40, int), np.ones(10, int)]
+    o, info = control_outcomes(c, 500, 2000)
+    assert info["method"] == "beta-binomial" and math.isfinite(info["alpha"]) and (o[c == 1] > 0).all()
+
+
+def test_the_control_size_correction_is_the_successes_per_singleton(leaky):
+    s = leaky[0.5]
+    from achilles.core.base import common_schema
+    schema = common_schema(s.train, s.synthetic, s.control)
+    qt = QueryTable.fit(schema, s.train, s.synthetic, s.control)
+    S, T = (CountTable(unique_rows(qt.encode(t))) for t in (s.synthetic, s.train))
+    C = CountTable(unique_rows(qt.encode(s.control.iloc[: len(s.control) // 3])))
+    r = singling_out_attack(S, T, C, qt.numeric, "multivariate", 3, 300, 10**6, np.random.default_rng(0))
+    ones = int(np.sum(r["control_counts"] == 1))
+    assert ones > 0 and r["correction"] == pytest.approx(r["control"].sum() / ones, rel=1e-12)
+
+
+def test_extrapolation_warning_threshold_and_control_interval(no_leak_4000, monkeypatch):
+    """The warning starts above 4x fewer distinct control records (4.4x here); the control rate's interval is the replicates'
+    central quantiles at the result's confidence (the replicates replaced by n_boot evenly spaced values in [0, 1] to read them off)."""
+    import achilles.nobox.singling_out as SO
+    monkeypatch.setattr(SO, "control_rate_replicates", lambda *a: np.linspace(0.0, 1.0, a[4]))  # a[4]: n_boot
+    s = no_leak_4000
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = SinglingOut(mode="multivariate", n_cols=3, n_attacks=200).evaluate(s.train, s.synthetic, s.control.iloc[:900], rng=0)
+    ratio = r.metrics["n_unique_train"] / r.metrics["n_unique_control"]
+    assert 4 < ratio <= 5 and any("extrapolated" in str(x.message) for x in w)
+    lo, hi = (1 - r.confidence) / 2, 1 - (1 - r.confidence) / 2
+    assert r.metrics["control_rate_ci_low"] == pytest.approx(lo) and r.metrics["control_rate_ci_high"] == pytest.approx(hi)

@@ -135,3 +135,36 @@ def test_tpr_at_fpr_reads_a_real_threshold():
     assert tpr_at_fpr_exact(s, y, 0.0) == (2, 0)
     assert tpr_at_fpr_exact(s, y, 1 / 3) == (3, 1)
     assert tpr_at_fpr_exact(s, y, 1.0) == (3, 3)
+
+
+def test_pair_features_of_a_target_far_from_every_record():
+    "Every synthetic record at Gower distance 1: the narrow kernels underflow to 0 and the log density is log(1e-300), finite."
+    import pandas as pd
+    df = pd.DataFrame({"c": pd.Categorical(["a"] * 20 + ["b"], categories=["a", "b"]), "x": [0.0] * 20 + [1.0]})
+    schema = Schema.from_dataframe(df)
+    enc = encode(df, schema)
+    plan = feature_plan(schema, order=2, subsets=0, rng=0)
+    pool = stack_pool([enc.take(np.arange(20))])
+    got = pair_features(pool, enc.take([20]), np.array([0]), np.array([0]), schema, plan)[0]
+    ref = reference(enc.take(np.arange(20)), enc.cat[20], enc.cont[20], schema, plan)
+    dens = got[-plan.n_bandwidths:]
+    assert np.isfinite(got).all() and dens.min() == pytest.approx(math.log(1e-300), rel=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
+
+
+def test_lda_shrinkage_is_ledoit_wolf():
+    "Few datasets per feature, where the shrinkage is large: the LDA direction solves sklearn's Ledoit-Wolf covariance."
+    from sklearn.covariance import ledoit_wolf
+    from achilles.shadow.pool_attack import lda_fit
+    g = np.random.default_rng(0)
+    n, p = 30, 20
+    y = np.r_[np.ones(15, bool), np.zeros(15, bool)]
+    Z = g.normal(size=(n, p)) + 0.8 * y[:, None] * (np.arange(p) < 3)
+    w, b = lda_fit(Z, y)
+    mu1, mu0 = Z[y].mean(0), Z[~y].mean(0)
+    R = Z - np.where(y[:, None], mu1, mu0)
+    cov, shrink = ledoit_wolf(R, assume_centered=True)
+    assert 0.1 < shrink < 1.0
+    want = np.linalg.solve(cov, mu1 - mu0)
+    np.testing.assert_allclose(w, want, rtol=2e-4, atol=2e-5)
+    assert b == pytest.approx(-0.5 * (mu1 + mu0) @ want, rel=1e-3, abs=1e-4)  # equal classes: no prior term
