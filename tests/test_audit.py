@@ -121,7 +121,7 @@ def test_population_rows_do_not_depend_on_the_chunking(adult):
     one = audit(small, "baynet", **kw)
     many = audit(small, "baynet", chunk=40, **kw)  # 8 chunks: the prefetch of chunk k + 1 runs 7 times
     cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
-    assert len(one) == 300
+    assert len(one) == 300 and one.attrs["config"]["n_datasets"] == 10 * 3  # n_in blocks of ceil(300 / 100) datasets
     np.testing.assert_array_equal(one.sort_values("record")[cols].to_numpy(), many.sort_values("record")[cols].to_numpy())
 
 
@@ -146,3 +146,25 @@ def test_auto_design_switches_where_a_bernoulli_pool_would_overflow():
     assert _design("auto", 1000, 1000, 590, None) == "bernoulli"
     assert _design("auto", 1000, 1000, 589, 500) == "bernoulli"  # n_datasets asks for a Bernoulli pool
     assert _design("auto", "all", 10, 1000, None) == "population" and _design("bernoulli", "all", 10, 10, None) == "bernoulli"
+
+
+def test_population_plan_edges(adult):
+    "Two blocks are the fewest (one dataset with and one without each record, at least); the last dataset of a block is filled up."
+    from achilles.shadow.audit import plan_population
+    df, schema = adult
+    pm = PoolModel(df.iloc[:250], schema, "independent", dataset_size=100)
+    pool = plan_population(pm, n_in=2, rng=0)
+    assert len(pool.specs) == 2 * 3  # ceil(250 / 100) datasets per block
+    for b in range(2):
+        rows = np.concatenate([pool.specs[3 * b + j].rows for j in range(3)])
+        assert set(rows) == set(range(250)) and len(rows) == 300  # every record once, 50 drawn again to fill the third
+    with pytest.raises(ValueError, match="n_in=1"): plan_population(pm, n_in=1, rng=0)
+
+
+def test_code_dtype_holds_every_code():
+    from achilles.core.data import Column
+    from achilles.shadow.audit import _code_dtype
+    wide = Schema((Column("a", "categorical", tuple(range(300))), Column("x", "continuous", lower=0.0, upper=1.0)))
+    narrow = Schema((Column("a", "categorical", tuple(range(256))),))
+    only_numbers = Schema((Column("x", "continuous", lower=0.0, upper=1.0),))
+    assert _code_dtype(wide) == np.uint16 and _code_dtype(narrow) == np.uint8 and _code_dtype(only_numbers) == np.uint8

@@ -168,3 +168,63 @@ def test_lda_shrinkage_is_ledoit_wolf():
     want = np.linalg.solve(cov, mu1 - mu0)
     np.testing.assert_allclose(w, want, rtol=2e-4, atol=2e-5)
     assert b == pytest.approx(-0.5 * (mu1 + mu0) @ want, rel=1e-3, abs=1e-4)  # equal classes: no prior term
+
+
+def test_the_training_folds_threshold_maximises_the_bound():
+    "With at most 11 OUT scores every one of them is a candidate: the chosen threshold attains the largest ε lower bound."
+    from achilles.core.results import epsilon_bounds
+    from achilles.shadow.pool_attack import _choose_threshold
+    g = np.random.default_rng(4)
+    bests = []
+    for n1, n0 in ((30, 11), (12, 8), (40, 5)):
+        y = np.r_[np.ones(n1, int), np.zeros(n0, int)]
+        s = g.normal(size=n1 + n0) + 1.5 * y
+        best = max(float(epsilon_bounds(int((s[y == 1] > t).sum()), n1, int((s[y == 0] > t).sum()), n0, delta=0.0, alpha=0.0125))
+                   for t in s[y == 0])
+        t = _choose_threshold(s, y, 0.0125, 0.0)
+        got = float(epsilon_bounds(int((s[y == 1] > t).sum()), n1, int((s[y == 0] > t).sum()), n0, delta=0.0, alpha=0.0125))
+        assert t in s[y == 0] and got == pytest.approx(best, abs=1e-12)
+        bests.append(best)
+    assert max(bests) > 0  # the largest case has a bound to maximise
+
+
+def test_constant_features_score_the_prior_odds():
+    "Nothing varies: every dataset gets its training folds' prior log odds (0 with balanced folds)."
+    X = np.ones((40, 6), np.float32); y = np.tile([1, 0], 20)
+    r = crossfit_record(X, y, {"query": np.arange(3), "distance": np.arange(3, 6)}, folds=2, rng=0)
+    for v in r["scores"].values(): np.testing.assert_array_equal(v, 0.0)
+
+
+def test_lda_scores_do_not_depend_on_the_features_units():
+    "Features are standardised on the training folds before the shrinkage LDA: rescaling a feature changes no score."
+    X, y = _noise(5, n=300, p=30)
+    X[:, :3] += 0.8 * y[:, None]
+    scale = np.geomspace(1e-3, 1e3, 30).astype(np.float32)
+    fam = {"query": np.arange(30)}
+    a = crossfit_record(X, y, fam, rng=0)["scores"][COMBINED]
+    b = crossfit_record(X * scale, y, fam, rng=0)["scores"][COMBINED]
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+
+
+def test_eps_counts_hold_each_scored_dataset_once():
+    """The ε tests count each held-out dataset once per direction (the combined model only, not each family). IN and OUT far
+    apart: every IN dataset passes, and only the few OUT datasets whose noise lifts them over the training folds' highest OUT
+    score are false positives."""
+    X, y = _noise(6, n=200, p=20)
+    X[:, 0] += 20.0 * y  # IN and OUT apart on feature 0
+    r = crossfit_record(X, y, {"query": np.arange(10), "distance": np.arange(10, 20)}, rng=0)
+    n1, n0 = int(y.sum()), int(len(y) - y.sum())
+    c = r["eps_counts"]
+    assert c[:, 1].tolist() == [n1, n0] and c[:, 3].tolist() == [n0, n1] and c[:, 0].tolist() == [n1, n0]
+    assert (c[:, 2] <= 0.05 * c[:, 3]).all()
+    row = membership_row(r, y)
+    assert row["eps_lower"] > 2.0
+
+
+def test_membership_row_resolves_fpr_down_to_one_out_dataset():
+    y = np.r_[np.ones(100, int), np.zeros(100, int)]
+    s = np.r_[np.linspace(1, 2, 100), np.linspace(0, 1.5, 100)]
+    res = dict(scores={COMBINED: s}, eps_counts=np.zeros((2, 4), np.int64))
+    row = membership_row(res, y, fpr_levels=(0.001, 0.01, 0.1))
+    assert math.isnan(row["tpr@0.001"]) and not math.isnan(row["tpr@0.01"]) and not math.isnan(row["tpr@0.1"])
+    assert row["tpr@0.01"] == tpr_at_fpr_exact(s, y, 0.01)[0] / 100
