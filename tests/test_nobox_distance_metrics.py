@@ -53,3 +53,79 @@ def test_entropy_weights():
     wc, wk = _entropy_weights(NeighbourData.from_frame(df, schema))
     assert wc[0] == pytest.approx(1 / math.log(2)) and wc[1] == pytest.approx(1e16)
     assert wk[0] == pytest.approx(1 / math.log(2))  # rounded scaled values 0, 0, 1, 1
+
+
+def _brute_weighted(q: NeighbourData, r: NeighbourData, wc, wk, exclude_self):
+    "min over references of (sum_c wc [codes differ] + sum_k wk |values differ|) / (sum wc + sum wk), by numpy."
+    d = (wc[:, None, None] * (q.cat[:, :, None] != r.cat[:, None, :])).sum(0)
+    d = d + (wk[:, None, None] * np.abs(q.cont[:, :, None] - r.cont[:, None, :])).sum(0)
+    if exclude_self: np.fill_diagonal(d, np.inf)
+    return d.min(1) / (wc.sum() + wk.sum())
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("exclude_self", [True, False])
+def test_weighted_nearest_against_brute_force(sparse, exclude_self):
+    "Both walks (one over all references for sparse tables, one per categorical profile otherwise) find the true minimum."
+    from achilles.nobox.distance_metrics import weighted_nearest
+    g = np.random.default_rng(1 + sparse)
+    n, card = 240, (6 if sparse else 2)
+    df = pd.DataFrame({f"c{j}": pd.Categorical(g.integers(0, card, n)) for j in range(3 if sparse else 1)})
+    df["x"], df["y"] = g.random(n), g.integers(0, 5, n).astype(float)
+    ref = df.iloc[: n // 2].reset_index(drop=True) if not exclude_self else df
+    schema = Schema.from_dataframe(df)
+    q, r = NeighbourData.from_frame(df, schema), NeighbourData.from_frame(ref, schema)
+    wc = g.uniform(0.5, 2.0, q.cat.shape[0]); wk = np.array([3.0, 0.7])
+    got = weighted_nearest(q, r, wc, wk, exclude_self=exclude_self)
+    np.testing.assert_allclose(got, _brute_weighted(q, r, wc, wk, exclude_self), rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_nearest_needs_a_neighbour():
+    from achilles.nobox.distance_metrics import weighted_nearest
+    df = _frame(5, 0)
+    schema = Schema.from_dataframe(df)
+    q = NeighbourData.from_frame(df, schema)
+    w = (np.ones(1), np.ones(1))
+    with pytest.raises(ValueError, match="among 0 reference"): weighted_nearest(q, NeighbourData.from_frame(df.iloc[:0], schema), *w)
+    with pytest.raises(ValueError, match="among 1 reference"):
+        weighted_nearest(q, NeighbourData.from_frame(df.iloc[:1], schema), *w, exclude_self=True)
+    assert np.isfinite(weighted_nearest(q, NeighbourData.from_frame(df.iloc[:1], schema), *w)).all()
+
+
+def test_weighted_gower_data_makes_the_engines_gower_the_weighted_one():
+    "ε-identifiability's re-encoding: the neighbour engine's Gower distance on it, times the returned constant, is the weighted Gower."
+    from achilles.neighbours import nearest
+    from achilles.nobox.distance_metrics import weighted_gower_data
+    g = np.random.default_rng(0)
+    n = 60
+    df = pd.DataFrame({"a": pd.Categorical(g.integers(0, 3, n)), "b": pd.Categorical(g.integers(0, 4, n)),
+                       "x": g.random(n), "y": g.random(n)})
+    nd = NeighbourData.from_frame(df, Schema.from_dataframe(df))
+    for wc in (np.array([1.0, 2.5]), np.array([3.0, 3.0]), np.array([2.0, 1.0])):
+        wk = np.array([0.7, 3.0])
+        t, c = weighted_gower_data(nd, wc, wk)
+        d = nearest(t, t, 1, metric="gower", exclude_self=True)[0][:, 0]
+        np.testing.assert_allclose(d * c, _brute_weighted(nd, nd, wc, wk, True), rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_nearest_refuses_missing_values():
+    from achilles.nobox.distance_metrics import weighted_nearest
+    df = _frame(6, 0)
+    schema = Schema.from_dataframe(df)
+    ok = NeighbourData.from_frame(df, schema)
+    miss_cat = NeighbourData.from_frame(df.assign(c=df["c"].cat.set_categories(list("abc")).where(df.index != 2)), schema)
+    miss_num = NeighbourData.from_frame(df.assign(x=df["x"].where(df.index != 3)), schema)
+    for bad in (miss_cat, miss_num):
+        with pytest.raises(ValueError, match="missing values"): weighted_nearest(bad, ok, np.ones(1), np.ones(1))
+
+
+def test_overfitting_protection_warns_on_a_small_holdout():
+    "SDMetrics' warning: a holdout smaller than half the training set."
+    import warnings
+    from achilles.nobox.distance_metrics import DCROverfittingProtection
+    tr, sy = _frame(40, 0), _frame(40, 1)
+    for n_control, warns in ((19, True), (20, False), (30, False)):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            DCROverfittingProtection(n_boot=20).evaluate(tr, sy, _frame(n_control, 2), rng=0)
+        assert any("less than half" in str(x.message) for x in w) == warns, n_control

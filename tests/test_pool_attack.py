@@ -176,9 +176,10 @@ def test_the_training_folds_threshold_maximises_the_bound():
     from achilles.shadow.pool_attack import _choose_threshold
     g = np.random.default_rng(4)
     bests = []
-    for n1, n0 in ((30, 11), (12, 8), (40, 5)):
+    outlier = np.r_[np.linspace(1, 2, 30), 1.9, np.linspace(0, 0.5, 10)]  # one OUT score among the IN: the best t is not above it
+    for n1, n0, s in ((30, 11, None), (12, 8, None), (40, 5, None), (30, 11, outlier)):
         y = np.r_[np.ones(n1, int), np.zeros(n0, int)]
-        s = g.normal(size=n1 + n0) + 1.5 * y
+        s = g.normal(size=n1 + n0) + 1.5 * y if s is None else s
         best = max(float(epsilon_bounds(int((s[y == 1] > t).sum()), n1, int((s[y == 0] > t).sum()), n0, delta=0.0, alpha=0.0125))
                    for t in s[y == 0])
         t = _choose_threshold(s, y, 0.0125, 0.0)
