@@ -118,8 +118,11 @@ def test_population_rows_do_not_depend_on_the_chunking(adult):
     df, schema = adult
     small = df.iloc[:300].reset_index(drop=True)
     kw = dict(records="all", n_in=10, dataset_size=100, order=1, selectors=(), rng=5, verbose=False, n_jobs=1)
-    one = audit(small, "baynet", **kw)
+    with pytest.warns(Warning, match="n_in=10 gives each record 10 IN"):  # an AUC interval wider than 0.1
+        one = audit(small, "baynet", **kw)
     many = audit(small, "baynet", chunk=40, **kw)  # 8 chunks: the prefetch of chunk k + 1 runs 7 times
+    for r in (one, many):  # every dataset of the pool, generated or read from the cache
+        assert r.attrs["seconds"]["generated"] + r.attrs["seconds"]["cached"] == 30
     cols = ["record", "auc", "auc_query", "auc_distance", "auc_density", "eps_lower", "n_in", "n_out"]
     assert len(one) == 300 and one.attrs["config"]["n_datasets"] == 10 * 3  # n_in blocks of ceil(300 / 100) datasets
     np.testing.assert_array_equal(one.sort_values("record")[cols].to_numpy(), many.sort_values("record")[cols].to_numpy())
@@ -166,5 +169,21 @@ def test_code_dtype_holds_every_code():
     from achilles.shadow.audit import _code_dtype
     wide = Schema((Column("a", "categorical", tuple(range(300))), Column("x", "continuous", lower=0.0, upper=1.0)))
     narrow = Schema((Column("a", "categorical", tuple(range(256))),))
+    assert _code_dtype(Schema((Column("a", "categorical", tuple(range(257))),))) == np.uint16  # codes 0..256
     only_numbers = Schema((Column("x", "continuous", lower=0.0, upper=1.0),))
     assert _code_dtype(wide) == np.uint16 and _code_dtype(narrow) == np.uint8 and _code_dtype(only_numbers) == np.uint8
+
+
+def test_population_stack_asks_for_its_memory_first(adult, monkeypatch):
+    "The pool's size is checked against the free memory before anything is generated: M x |D| x (code bytes + 8 per number + 8)."
+    import achilles.core.runtime as runtime
+    from achilles.shadow.audit import plan_population, population_stack
+    df, schema = adult
+    pm = PoolModel(df.iloc[:250], schema, "independent", dataset_size=100)
+    pool = plan_population(pm, n_in=2, rng=0)
+    asked = []
+    monkeypatch.setattr(runtime, "check_memory", lambda what, need, *a, **kw: asked.append(need))
+    st = population_stack(pm, pool, verbose=False)
+    C, Dc = len(schema.cat_idx), len(schema.cont_idx)
+    assert asked[0] == 6 * 100 * (C * 1 + 8 * Dc + 8)  # the first check, before any generation (Adult's codes fit in uint8)
+    assert st.counts["generated"] + st.counts["cached"] == 6 and st.cat.shape == (C, 600)
