@@ -255,6 +255,7 @@ def test_synthpop_loglik_against_reference(engine, leaf, alpha):
     assert_same_ll(m.log_likelihood(df, smoothing=alpha, bins=4), synthpop_reference(m, df.iloc[:30], df, alpha, 4))
     m2 = SynthPop(schema, min_samples_leaf=leaf, engine=engine, visit_order=["v", "c", "one", "a"]).fit(df.iloc[:30], rng=0)
     assert_same_ll(m2.log_likelihood(df, smoothing=alpha, bins=3), synthpop_reference(m2, df.iloc[:30], df, alpha, 3))
+    assert_same_ll(m.log_likelihood(df, smoothing=alpha, bins=1), synthpop_reference(m, df.iloc[:30], df, alpha, 1))  # one bin
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -48,11 +48,11 @@ def test_nnaa_resamples_from_twice_the_size():
 def test_entropy_weights():
     "1 / (H + 1e-16) per column, H the entropy of its codes (of the rounded scaled numbers): a constant column gets 1e16."
     df = pd.DataFrame({"c": pd.Categorical(list("aabb"), categories=list("ab")), "k": pd.Categorical(list("zzzz")),
-                       "x": [0.0, 0.2, 0.9, 1.0]})
+                       "x": [0.0, 0.2, 0.9, 1.0], "z": [0.3] * 4})
     schema = Schema.from_dataframe(df)
     wc, wk = _entropy_weights(NeighbourData.from_frame(df, schema))
     assert wc[0] == pytest.approx(1 / math.log(2)) and wc[1] == pytest.approx(1e16)
-    assert wk[0] == pytest.approx(1 / math.log(2))  # rounded scaled values 0, 0, 1, 1
+    assert wk[0] == pytest.approx(1 / math.log(2)) and wk[1] == pytest.approx(1e16)  # rounded scaled values 0, 0, 1, 1; a constant
 
 
 def _brute_weighted(q: NeighbourData, r: NeighbourData, wc, wk, exclude_self):
@@ -97,15 +97,17 @@ def test_weighted_gower_data_makes_the_engines_gower_the_weighted_one():
     from achilles.neighbours import nearest
     from achilles.nobox.distance_metrics import weighted_gower_data
     g = np.random.default_rng(0)
-    n = 60
-    df = pd.DataFrame({"a": pd.Categorical(g.integers(0, 3, n)), "b": pd.Categorical(g.integers(0, 4, n)),
+    n = 60  # 8 x 9 categorical profiles for 60 records: most nearest neighbours differ in a category, so its weight counts
+    df = pd.DataFrame({"a": pd.Categorical(g.integers(0, 8, n)), "b": pd.Categorical(g.integers(0, 9, n)),
                        "x": g.random(n), "y": g.random(n)})
     nd = NeighbourData.from_frame(df, Schema.from_dataframe(df))
     for wc in (np.array([1.0, 2.5]), np.array([3.0, 3.0]), np.array([2.0, 1.0])):
         wk = np.array([0.7, 3.0])
         t, c = weighted_gower_data(nd, wc, wk)
         d = nearest(t, t, 1, metric="gower", exclude_self=True)[0][:, 0]
-        np.testing.assert_allclose(d * c, _brute_weighted(nd, nd, wc, wk, True), rtol=1e-12, atol=1e-12)
+        want = _brute_weighted(nd, nd, wc, wk, True)
+        np.testing.assert_allclose(d * c, want, rtol=1e-12, atol=1e-12)
+    assert (nearest(nd, nd, 1, metric="hamming", exclude_self=True)[0][:, 0] > 0).mean() > 0.5  # mismatches at the nearest
 
 
 def test_weighted_nearest_refuses_missing_values():
