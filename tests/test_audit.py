@@ -187,3 +187,16 @@ def test_population_stack_asks_for_its_memory_first(adult, monkeypatch):
     C, Dc = len(schema.cat_idx), len(schema.cont_idx)
     assert asked[0] == 6 * 100 * (C * 1 + 8 * Dc + 8)  # the first check, before any generation (Adult's codes fit in uint8)
     assert st.counts["generated"] + st.counts["cached"] == 6 and st.cat.shape == (C, 600)
+
+
+def test_bernoulli_pool_defaults_to_1000_datasets(adult, monkeypatch):
+    "n_datasets=None asks for the documented default of 1,000 datasets (read where the pool is planned, before any generation)."
+    import achilles.shadow.audit as A
+    df, _ = adult
+
+    class Planned(Exception): pass
+    def plan(pm, targets, n_datasets, rng=None, p_in=0.5): raise Planned(n_datasets)
+    monkeypatch.setattr(A, "plan_pool", plan)
+    with pytest.raises(Planned) as e:
+        A.audit(df.iloc[:2000], "independent", records=10, design="bernoulli", dataset_size=200, selectors=(), verbose=False)
+    assert e.value.args == (1000,)
