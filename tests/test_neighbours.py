@@ -271,3 +271,13 @@ def test_bad_input():
     with pytest.raises(ValueError, match="n_jobs=0"): nearest(df, df, schema=schema, n_jobs=0)
     with pytest.raises(ValueError, match="lacks schema column"): nearest(df[["c0"]], df, schema=schema)
     with pytest.raises(ValueError, match="not in the schema's domain"): nearest(df.assign(c0="new"), df, schema=schema)
+
+
+def test_cosine_distance_stays_within_one_out_of_range():
+    "Values outside the schema's range are kept, so continuous parts can point apart (cos < 0): Eq. 5 is still clamped to [0, 1]."
+    schema = Schema((Column("c", "categorical", ("a", "b")), Column("x", "continuous", lower=0.0, upper=1.0),
+                     Column("y", "continuous", lower=0.0, upper=1.0)))
+    ref = pd.DataFrame({"c": ["a", "a"], "x": [1.0, 0.5], "y": [1.0, 0.5]})
+    q = pd.DataFrame({"c": ["b"], "x": [-1.0], "y": [-1.0]})  # pointing away from both references
+    d, i = nearest(q, ref, 2, schema=schema, metric="cosine")
+    assert d.tolist() == [[1.0, 1.0]] and i.tolist() == [[0, 1]]
