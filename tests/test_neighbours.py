@@ -281,3 +281,13 @@ def test_cosine_distance_stays_within_one_out_of_range():
     q = pd.DataFrame({"c": ["b"], "x": [-1.0], "y": [-1.0]})  # pointing away from both references
     d, i = nearest(q, ref, 2, schema=schema, metric="cosine")
     assert d.tolist() == [[1.0, 1.0]] and i.tolist() == [[0, 1]]
+
+
+def test_exclude_self_on_an_equal_copy_with_missing_values():
+    "exclude_self needs the same table: an equal copy counts, missing values (NaN) included."
+    df, schema = random_frame(np.random.default_rng(12), 30, (2, 3), 2)
+    df.loc[[3, 7], "x0"] = np.nan
+    a = nearest(df, df, 2, schema=schema, metric="gower", exclude_self=True)
+    b = nearest(df, df.copy(), 2, schema=schema, metric="gower", exclude_self=True)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])

@@ -153,21 +153,21 @@ def test_pair_features_of_a_target_far_from_every_record():
 
 
 def test_lda_shrinkage_is_ledoit_wolf():
-    "Few datasets per feature, where the shrinkage is large: the LDA direction solves sklearn's Ledoit-Wolf covariance."
+    "Few datasets per feature, where the shrinkage is large (and, at 6 datasets and 2 features, capped at 1): the LDA direction solves sklearn's Ledoit-Wolf covariance."
     from sklearn.covariance import ledoit_wolf
     from achilles.shadow.pool_attack import lda_fit
-    g = np.random.default_rng(0)
-    n, p = 30, 20
-    y = np.r_[np.ones(15, bool), np.zeros(15, bool)]
-    Z = g.normal(size=(n, p)) + 0.8 * y[:, None] * (np.arange(p) < 3)
-    w, b = lda_fit(Z, y)
-    mu1, mu0 = Z[y].mean(0), Z[~y].mean(0)
-    R = Z - np.where(y[:, None], mu1, mu0)
-    cov, shrink = ledoit_wolf(R, assume_centered=True)
-    assert 0.1 < shrink < 1.0
-    want = np.linalg.solve(cov, mu1 - mu0)
-    np.testing.assert_allclose(w, want, rtol=2e-4, atol=2e-5)
-    assert b == pytest.approx(-0.5 * (mu1 + mu0) @ want, rel=1e-3, abs=1e-4)  # equal classes: no prior term
+    for n, p, seed, cap in ((30, 20, 0, False), (6, 2, 1, True)):
+        g = np.random.default_rng(seed)
+        y = np.r_[np.ones(n // 2, bool), np.zeros(n - n // 2, bool)]
+        Z = g.normal(size=(n, p)) + 0.8 * y[:, None] * (np.arange(p) < 3)
+        w, b = lda_fit(Z, y)
+        mu1, mu0 = Z[y].mean(0), Z[~y].mean(0)
+        R = Z - np.where(y[:, None], mu1, mu0)
+        cov, shrink = ledoit_wolf(R, assume_centered=True)
+        assert (shrink == 1.0) == cap and shrink > 0.1
+        want = np.linalg.solve(cov, mu1 - mu0)
+        np.testing.assert_allclose(w, want, rtol=2e-4, atol=2e-5)
+        assert b == pytest.approx(-0.5 * (mu1 + mu0) @ want, rel=1e-3, abs=1e-4)  # equal classes: no prior term
 
 
 def test_the_training_folds_threshold_maximises_the_bound():
