@@ -131,3 +131,15 @@ def test_overfitting_protection_warns_on_a_small_holdout():
             warnings.simplefilter("always")
             DCROverfittingProtection(n_boot=20).evaluate(tr, sy, _frame(n_control, 2), rng=0)
         assert any("less than half" in str(x.message) for x in w) == warns, n_control
+
+
+@pytest.mark.parametrize("n", [2, 7, 60])
+def test_weighted_nearest_with_syntheval_weights_on_small_tables(n):
+    "The smallest tables, with SynthEval's entropy weights (moved from tests/test_peer_metrics.py, on the shared brute force)."
+    from achilles.nobox.distance_metrics import weighted_nearest
+    g = np.random.default_rng(n)
+    df = pd.DataFrame({"a": g.choice(list("xy"), n), "u": g.integers(0, 3, n).astype(float), "v": g.random(n).round(1)})
+    nd = NeighbourData.from_frame(df, Schema.from_dataframe(df))
+    wc, wk = _entropy_weights(nd)
+    np.testing.assert_allclose(weighted_nearest(nd, nd, wc, wk, exclude_self=True), _brute_weighted(nd, nd, wc, wk, True),
+                               rtol=0, atol=1e-12)

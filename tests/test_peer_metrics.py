@@ -14,7 +14,7 @@ from achilles.neighbours import NeighbourData
 from achilles.nobox import METRICS, default_metrics, leaky_setting, metric_family
 from achilles.nobox.disclosure import CAP, DisclosureProtection, KAnonymity, KMap, LDiversity, DeltaPresence, cap_scores
 from achilles.nobox.distance_metrics import (DCRBaselineProtection, DCROverfittingProtection, EpsilonIdentifiability, HittingRate,
-                                             NNAA, NNDR, _entropy_weights, weighted_nearest)
+                                             NNAA, NNDR)
 from achilles.nobox.membership import ClassifierMIA, DCRDiff, DPI
 from achilles.perf import peer_runner as pr
 
@@ -77,18 +77,6 @@ def test_epsilon_identifiability_duplicates_are_never_identified():
     ct = pd.DataFrame({"c": list("ab"), "x": [3.0, 7.0]})
     m = EpsilonIdentifiability(baseline=False, n_boot=20)
     assert m.evaluate(tr, sy, ct, rng=0).attack_rate == pytest.approx(1 / 4)  # only (b, 9)
-
-
-@pytest.mark.parametrize("n", [2, 7, 60])
-def test_weighted_nearest_against_a_full_matrix(n):
-    g = np.random.default_rng(n)
-    df = pd.DataFrame({"a": g.choice(list("xy"), n), "u": g.integers(0, 3, n).astype(float), "v": g.random(n).round(1)})
-    nd = NeighbourData.from_frame(df, Schema.from_dataframe(df))
-    wc, wk = _entropy_weights(nd)
-    full = (((nd.cat[:, :, None] != nd.cat[:, None, :]) * wc[:, None, None]).sum(0)
-            + (np.abs(nd.cont[:, :, None] - nd.cont[:, None, :]) * wk[:, None, None]).sum(0)) / (wc.sum() + wk.sum())
-    np.fill_diagonal(full, np.inf)
-    assert np.allclose(weighted_nearest(nd, nd, wc, wk, exclude_self=True), full.min(1), rtol=0, atol=1e-12)
 
 
 def test_dcr_overfitting_ties_go_to_the_holdout():
