@@ -39,3 +39,16 @@ def test_sample_is_seeded_and_nested():
     assert small == sorted(small) and _listed("--sample", "10") == small
     assert _listed("--sample", "10", "--seed", "3") != small
     assert _listed("--sample", str(len(every) + 5)) == every  # more than there are: all of them
+
+
+def test_mutation_md_keeps_the_hand_written_opening(tmp_path):
+    "The Results section is rebuilt from .mutate/ (none here: an empty table); the text before it and its opening stay as written."
+    import shutil
+    (tmp_path / ".ci").mkdir(); (tmp_path / "tests").mkdir()
+    for f in ("mutate", "mutation_md"): shutil.copy(ROOT / ".ci" / f, tmp_path / ".ci" / f)
+    md = (ROOT / "tests" / "MUTATION.md").read_text()
+    (tmp_path / "tests" / "MUTATION.md").write_text(md)
+    subprocess.run([sys.executable, str(tmp_path / ".ci" / "mutation_md")], check=True, capture_output=True)
+    out = (tmp_path / "tests" / "MUTATION.md").read_text()
+    opening = md[:md.index("\n| module |")]
+    assert out.startswith(opening) and "| module | mutants | run |" in out and "### achilles" not in out
