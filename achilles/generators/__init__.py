@@ -15,7 +15,7 @@ from ..core.validate import check_int
 
 # %% auto #0
 __all__ = ['GENERATORS', 'discrete_cardinalities', 'to_discrete', 'from_discrete', 'Identity', 'IndependentMarginals',
-           'make_generator']
+           'NullGenerator', 'make_generator']
 
 # %% ../../nbs/20_generators/20_generators.ipynb #874099f5
 def discrete_cardinalities(schema: Schema, bins: int) -> np.ndarray:
@@ -97,10 +97,38 @@ class IndependentMarginals(Generator):
         for j, p in enumerate(self.marginals_): X[:, j] = _sample_codes(p, n, rng)
         return from_discrete(X, self.schema, self.histogram_bins, rng)
 
+# %% ../../nbs/20_generators/20_generators.ipynb #0468f3ef
+from functools import lru_cache
+
+@lru_cache(maxsize=4)
+def _null_population(data: str, path, schema: Schema) -> Encoded:
+    "The population a `NullGenerator` samples, loaded and encoded once per process."
+    from achilles.core.data import load_dataset
+    df, _ = load_dataset(data, path=path)
+    return encode(df[schema.names], schema, out_of_range="clip")
+
+class NullGenerator(Generator):
+    "Ignores its training data: each synthetic record is a record of a fixed population, drawn at random (a generator that leaks nothing)."
+    def __init__(self, schema: Schema,
+                 data: str = "adult",  # the population it samples: a dataset name (`load_dataset`)
+                 path: str | None = None,  # or its file
+                 ):
+        self.schema = schema; self.data = data; self.path = path
+    def _check_params(self):
+        if not isinstance(self.data, str) or not self.data:
+            raise ValueError(f"data={self.data!r} must be a dataset name (e.g. 'adult') or, with path=, a label for the file")
+        if self.path is not None and not isinstance(self.path, str):
+            raise ValueError(f"path={self.path!r} must be a file path (a string) or None")
+    def _fit(self, enc, rng): self.population_ = _null_population(self.data, self.path, self.schema)
+    def _sample(self, n, rng):
+        m = self.population_.n
+        return self.population_.take(rng.choice(m, n, replace=n > m).astype(np.int64))
+
 # %% ../../nbs/20_generators/20_generators.ipynb #e6cae675
 GENERATORS = Registry("generator")
 GENERATORS.register("identity", Identity, summary="publishes the training data itself (the worst case, and an oracle for attacks)")
 GENERATORS.register("independent", IndependentMarginals, summary="samples each column from its own marginal (no association at all)")
+GENERATORS.register("null", NullGenerator, summary="ignores its training data: samples a fixed population (every record's true AUC is 0.5)")
 GENERATORS.register("baynet", "achilles.generators.baynet:BayNet",
                     summary="Bayesian network, greedy mutual-information structure (DataSynthesizer's model, in numba)")
 GENERATORS.register("privbayes", "achilles.generators.baynet:PrivBayes", summary="epsilon-differentially private BayNet (Zhang et al. 2017)")

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #f56252b9
 from __future__ import annotations
-import hashlib, json, math, time, warnings
+import dataclasses, hashlib, json, math, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,12 +21,14 @@ from ..core.validate import check_int, check_n_jobs, check_choice, check_float, 
 from ..queries import _check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
-from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, FAMILIES, QUERY, FeaturePlan, StackedPool, crossfit_record,
-                                         feature_plan, membership_row, pair_features, stack_pool, transform_features)
+from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, DCR, DEFAULT_ATTACKS, FAMILIES, GENLRA, QUERY, RAREST,
+                                         FeaturePlan, StackedPool, check_attacks, crossfit_record, exact_tolerance, feature_plan,
+                                         membership_row, pair_features, rarest_attribute, stack_pool, transform_features)
+from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
-__all__ = ['DESIGNS', 'PoolModel', 'AuditPool', 'plan_pool', 'check_attacks', 'audit_plan', 'score_record', 'selector_table',
-           'audit', 'PopulationPool', 'plan_population', 'population_stack']
+__all__ = ['DESIGNS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan', 'score_record', 'selector_table', 'audit',
+           'PopulationPool', 'plan_population', 'population_stack']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -95,40 +97,38 @@ def plan_pool(pm: PoolModel, targets: np.ndarray, n_datasets: int, rng=None, p_i
     return AuditPool(targets, aux, Z, specs)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a5aa2898
-def check_attacks(attacks) -> tuple:
-    "The attack families of an audit, as a tuple of registry names in canonical order (a comma-separated string is accepted)."
-    if isinstance(attacks, str): attacks = [a.strip() for a in attacks.split(",") if a.strip()]
-    attacks = tuple(dict.fromkeys(attacks))
-    bad = [a for a in attacks if a not in AUDIT_ATTACKS]
-    if bad or not attacks:
-        raise ValueError(f"attacks={list(attacks)!r}: choose one or more of {AUDIT_ATTACKS.names()} (default: all of them, combined)")
-    return tuple(a for a in FAMILIES if a in attacks)
-
 def audit_plan(schema: Schema,
-               attacks=FAMILIES,  # the families the audit scores
+               attacks=DEFAULT_ATTACKS,  # the families the audit scores
                order="auto",  # counting queries on every subset of up to `order` attributes
                subsets: int = 0,  # and this many random larger subsets
                rng=None,
+               tol: np.ndarray | None = None,  # `exact_tolerance` of the population (default: from the schema alone)
                ) -> FeaturePlan:
-    "The feature plan of an audit (no counting query is computed when the query family is not asked for)."
-    if QUERY in check_attacks(attacks): return feature_plan(schema, order, subsets, rng)
-    return FeaturePlan(np.zeros((0, 1), np.int64))
+    "The feature plan of an audit: only what the asked families read is computed (no counting query without `query`, `exact` or `rarest`)."
+    return feature_plan(schema, order, subsets, rng, attacks=attacks, tol=tol)
 
 def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair_features` rows
                  y: np.ndarray,  # 1 = IN
                  plan: FeaturePlan,
-                 attacks=FAMILIES,  # families to score and combine
+                 attacks=DEFAULT_ATTACKS,  # families to score and combine
                  classifier: str = "lda",
                  folds: int = 5,
                  screen: int = 150,
                  rng=None,
                  delta: float = 0.0,
                  n_jobs=None,
+                 rarest: int = -1,  # the plan's column that counts the record's rarest value (`FeaturePlan.single_column`); -1: none
                  ) -> dict:
-    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC) from its features."
-    X = transform_features(np.array(X, dtype=np.float32, copy=True), plan)
-    fam = {k: v for k, v in plan.families().items() if k in check_attacks(attacks)}
-    res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs)
+    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
+    attacks = check_attacks(attacks)
+    X = np.array(X, dtype=np.float32, copy=True)
+    untrained = {}
+    if DCR in attacks: untrained[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
+    if RAREST in attacks and rarest >= 0: untrained[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
+    X = transform_features(X, plan)
+    fam = {k: v for k, v in plan.families().items() if k in attacks}
+    res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
+                          untrained=untrained)
     return membership_row(res, y, delta=delta)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
@@ -184,13 +184,14 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           dataset_size: int = 1000,  # |D| = |D^s|
           generator_params: dict | None = None,
           schema: Schema | None = None,
-          attacks=FAMILIES,  # attack families scored and combined (`AUDIT_ATTACKS`); the combination is the headline AUC
+          attacks=DEFAULT_ATTACKS,  # attack families scored and stacked (`AUDIT_ATTACKS`); the stack is the headline AUC
           order="auto",  # counting queries on every subset of up to `order` attributes ("auto": 3 for up to 20 attributes)
           subsets: int = 0,  # and this many random larger subsets
           classifier: str = "lda",  # "lda" (a likelihood ratio per record), "logistic", or "rf" (the paper's forest)
           folds: int = 5,  # cross-fitting folds: every dataset is scored by a model fitted on the others
           screen: int = 150,  # most features one model keeps (chosen on its training folds)
           delta: float = 0.0,  # δ of the ε lower bound
+          reference: int = 1000,  # population records drawn (seeded) for the classifier and Gen-LRA to compare synthetic records with
           selectors=("distance", "rare", "loglik"),  # scores to put beside the AUC
           name: str | None = None,  # what the data is called in the store (default: its dataset name, or "custom")
           chunk: int | None = None,  # records per feature chunk (default: about 256 MB of features)
@@ -217,8 +218,10 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     schema = schema or Schema.from_dataframe(df)
     _check_schema(schema)
     root = seed_root(rng)
+    reference = check_int("reference", reference, lo=1)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label)
+    plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
     design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
     if design == "population":
@@ -233,7 +236,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=generator, generator_params=pm.generator_params,
                   dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design == "population" else {}),
                   attacks=list(attacks), order=order,
-                  n_queries=plan.n_query, subsets=int(subsets), classifier=classifier, folds=folds, screen=screen, delta=delta,
+                  n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
+                  **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
@@ -242,14 +246,15 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
         print(f"achilles audit | {label} | {generator} | {len(targets)} records ({len(targets) - len(todo)} already audited) | "
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
-    times = dict(plan=0.0, generation=0.0, features=0.0, classifiers=0.0)
+    times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
+    extra = dict(reference=reference)
     rows = []
     if len(todo) and design == "population":
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times)
+                                 cache_dir, root, n_jobs, verbose, times, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                           cache_dir, root, n_jobs, verbose, times)
+                           cache_dir, root, n_jobs, verbose, times, **extra)
     out = store.read("audit", run) if store is not None else pd.DataFrame(rows)
     out = out[out["record"].astype(int).isin(targets)] if len(out) else out
     out = out.sort_values("record").reset_index(drop=True) if len(out) else out
@@ -266,8 +271,38 @@ def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
         rows.append(row)
         bar.update(1)
 
+def _dataset_signals(pm, plan, stacked, root, reference, n_jobs, times):
+    "What the dataset-level families need, computed once for the whole pool: the reference sample, Gen-LRA's reference masses (kept in the stack) and the Groundhog features."
+    t = time.perf_counter()
+    ref = gh = None
+    if plan.n_classifier or plan.n_genlra:
+        N = len(pm.population)
+        ref = pm.encoded.take(np.sort(np.random.default_rng(seed_child(root, 8)).choice(N, min(reference, N), replace=False)))
+    if plan.n_genlra:
+        bw = [plan.h_max / 2 ** (m + 1) for m in range(plan.n_genlra)]
+        counts = getattr(stacked, "counts", None)
+        stacked = dataclasses.replace(stacked, refmass=reference_mass(stacked, ref, pm.schema, bw, n_jobs=n_jobs))
+        if counts is not None: object.__setattr__(stacked, "counts", counts)
+    if plan.n_groundhog: gh = groundhog_features(stacked, pm.schema, n_jobs=n_jobs)
+    times["dataset signals"] += time.perf_counter() - t
+    return stacked, ref, gh
+
+def _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times):
+    "The features of a chunk's pairs: the forest's scores first (when asked for), then the pair kernel."
+    clf = None
+    if plan.n_classifier:
+        t = time.perf_counter()
+        clf = classifier_scores(stacked, ref, pm.encoded.take(part), pd_, pt, pm.schema, seed=int(seed_child(root, 9).generate_state(1)[0]), n_jobs=threads)
+        times["dataset signals"] += time.perf_counter() - t
+    return pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads, groundhog=gh, classifier=clf)
+
+def _rarest_columns(pm, plan, attacks):
+    "Per record of the population, the plan's column counting its rarest value (None when `rarest` is not asked for)."
+    if RAREST not in attacks: return None
+    return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
+
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                root, n_jobs, verbose, times):
+                root, n_jobs, verbose, times, reference=1000):
     "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
     t = time.perf_counter()
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
@@ -280,6 +315,8 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
     stacked = stack_pool(data); del data
     times["generation"] += time.perf_counter() - t
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
+    stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
+    rar = _rarest_columns(pm, plan, attacks)
     workers = threads or 1
     chunk = chunk or max(1, int(256e6 // (4 * M * max(plan.n_features, 1))))
     pos = {int(r): i for i, r in enumerate(targets)}
@@ -292,15 +329,16 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
         part = todo[s:s + chunk]
         t = time.perf_counter()
         R = len(part)
-        X = pair_features(stacked, pm.encoded.take(part), np.repeat(np.arange(M), R), np.tile(np.arange(R), M), pm.schema, plan,
-                          n_jobs=threads).reshape(M, R, plan.n_features)
+        X = _pair_block(pm, plan, stacked, ref, gh, part, np.repeat(np.arange(M), R), np.tile(np.arange(R), M), root, threads,
+                        times).reshape(M, R, plan.n_features)
         times["features"] += time.perf_counter() - t
         t = time.perf_counter()
         def one(k):
             rid = int(part[k])
             y = pool.membership[:, pos[rid]].astype(np.int64)
             return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
-                                rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1)
+                                rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
+                                rarest=-1 if rar is None else int(rar[rid]))
         with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
             _keep_rows(ex.map(one, range(R)), part, sel.iloc[s:s + R], meta, store, run, rows, bar)
         times["classifiers"] += time.perf_counter() - t
@@ -396,7 +434,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
-                     run, meta, root, n_jobs, verbose, times, chunk=None):
+                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None):
     "Score the records `todo` of a population pool; one row per record, stored as it is scored."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     workers = threads or 1
@@ -408,8 +446,9 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
         sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
         pd_ = np.concatenate([np.concatenate([i, o]) for i, o in sets])
         pt = np.concatenate([np.full(len(i) + len(o), k) for k, (i, o) in enumerate(sets)])
-        X = pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads)
+        X = _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times)
         return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])], time.perf_counter() - t0
+    rar = _rarest_columns(pm, plan, attacks)
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
     starts = list(range(0, len(todo), chunk))
@@ -426,7 +465,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                 i, o = sets[k]
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
                 return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
-                                    rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1)
+                                    rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
+                                    rarest=-1 if rar is None else int(rar[int(part[k])]))
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -434,7 +474,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times):
+                      root, n_jobs, verbose, times, reference=1000):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -448,8 +488,10 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
     stacked = population_stack(pm, pool, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
     times["generation"] += time.perf_counter() - t
     times.update(stacked.counts)
+    threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
+    stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
     meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
                 design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
-                            n_jobs, verbose, times, chunk)
+                            n_jobs, verbose, times, chunk, ref=ref, gh=gh)
