@@ -22,6 +22,7 @@ from ..nobox.report import plot_report, privacy_report
 from ..selectors import SELECTORS
 from ..shadow.audit import audit
 from ..shadow.pool_attack import AUDIT_ATTACKS
+from ..fidelity import fidelity
 
 # %% auto #0
 __all__ = ['RARE', 'SECTIONS', 'value_shares', 'reasons', 'remove_records', 'suppress_rarest', 'plot_auc_histogram',
@@ -97,7 +98,7 @@ def suppress_rarest(df: pd.DataFrame, schema: Schema, rows, shares: pd.DataFrame
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #46db6774
 SECTIONS = ("What was tested and how", "Per-record risk", "The riskiest records, and why", "No-box metrics of one release",
-            "What to do: two remedies, measured", "Configuration")
+            "What to do: remedies, measured", "Configuration")
 
 def plot_auc_histogram(auc, ax=None, lines=(0.8, 0.9)):
     "Histogram of per-record AUC with a line at each of `lines` and the number of records above it. Returns the Axes."
@@ -162,6 +163,7 @@ class CustodianReport:
     remove: pd.DataFrame  # remedy (a): the next riskiest records' AUC before and after removing the riskiest
     suppress: pd.DataFrame  # remedy (b): the riskiest records' AUC before and after suppressing their rarest value
     config: dict = field(default_factory=dict)  # sizes, seeds, versions, seconds
+    smooth: pd.DataFrame | None = None  # remedy (c), when the exact-value family leads: the AUC before and after SynthPop's smoothing
 
     def summary(self) -> str:
         "One sentence: how many records are above 0.8 and 0.9, and the median."
@@ -183,7 +185,7 @@ class CustodianReport:
                  f"<em>Why</em> lists the values that fewer than {100 * RARE:g}% of the records hold (for a number: its tenth of the "
                  "column's range), and the record's rank by the vulnerability score V_k (mean distance to its nearest records; "
                  "rank 1 = the most isolated record of the table).</p>", _table(self.top), "</section>", _nobox_html(self.nobox, c),
-                 _remedies_html(self.remove, self.suppress, c), _config_html(c)]
+                 _remedies_html(self.remove, self.suppress, c, self.smooth), _config_html(c)]
         return "\n".join(parts)
 
     def to_html(self) -> str:
@@ -229,11 +231,12 @@ def _how(c: dict) -> str:
             f"the generator <b>{_esc(c['generator'])}</b>{' (' + _esc(json.dumps(gp)) + ')' if gp else ''} was fitted on every "
             f"training set, and each fitted generator released one synthetic dataset of {c['dataset_size']:,} records.</p>"
             f"<p>An attacker who knows the record then looks at a synthetic dataset and guesses whether the record was in its "
-            f"training set. The audit runs the strongest attacker achilles has, which reads three kinds of signal:</p><ul>"
+            f"training set. The audit runs the strongest attacker achilles has, which reads these signals:</p><ul>"
             + "".join(f"<li><b>{_esc(f)}</b>: {_esc(AUDIT_ATTACKS.describe().set_index('name').loc[f, 'summary'])}.</li>"
                       for f in c.get("attacks", []))
-            + f"</ul><p>For each record, these signals are turned into one score by a model fitted on that record's own synthetic "
-            f"datasets with and without it, and every dataset is scored by a model that never saw it ({c.get('folds', 5)}-fold "
+            + f"</ul><p>For each record, each signal is turned into a score by a model fitted on that record's own synthetic "
+            f"datasets with and without it (the untrained ones, dcr and rarest, are read as they are), and the scores are weighed "
+            f"into one on the same datasets; every dataset is scored by models and weights that never saw it ({c.get('folds', 5)}-fold "
             f"cross-fitting), so a high score is evidence, not an artefact of the fit. Its <b>AUC</b> per record is read as: "
             f"<b>0.5</b> = no better than chance (the release tells nothing about whether the record was used); <b>1.0</b> = the "
             f"attacker always tells. Above 0.8 a record is clearly at risk; above 0.9 it is nearly always recognised. The "
@@ -257,7 +260,7 @@ def _nobox_html(rep: pd.DataFrame, c: dict) -> str:
             f"kde_membership is the KDE membership attack (Pathak &amp; Jana).</p>"
             + _png(lambda ax: plot_report(rep, ax=ax), (7, 0.42 * len(rep) + 1.0)) + _table(t, 4) + "</section>")
 
-def _remedies_html(rm: pd.DataFrame, sp: pd.DataFrame, c: dict) -> str:
+def _remedies_html(rm: pd.DataFrame, sp: pd.DataFrame, c: dict, sm: pd.DataFrame | None = None) -> str:
     k = c["remedy_top"]
     return (f"<section id='remedies'><h2>{SECTIONS[4]}</h2><p>Each remedy is measured by auditing again, with the same pool sizes "
             f"and a fresh seed. A fresh audit of the unchanged data is the reference: the riskiest records were picked because "
@@ -271,7 +274,25 @@ def _remedies_html(rm: pd.DataFrame, sp: pd.DataFrame, c: dict) -> str:
             + _table(rm) +
             f"<h3>(b) Suppress the rarest value of the {k} riskiest records</h3><p>In each, the value held by the fewest records "
             f"is replaced by the column's most common value (a category) or its median (a number); the record, as it now stands in "
-            f"the data, is audited again. Mean change: <b>{_mean_ci(sp['change'])}</b>.</p>" + _table(sp) + "</section>")
+            f"the data, is audited again. Mean change: <b>{_mean_ci(sp['change'])}</b>.</p>" + _table(sp) + _smooth_html(sm, c) + "</section>")
+
+def _smooth_html(sm: pd.DataFrame | None, c: dict) -> str:
+    "Remedy (c): smooth SynthPop's numbers, measured when copied values are what exposes the riskiest records (else why it is not proposed)."
+    k = c["remedy_top"]
+    if sm is None:
+        why = c.get("smooth_reason", "")
+        return f"<h3>(c) Smooth the numbers</h3><p>Not proposed: {_esc(why)}</p>" if why else ""
+    f0, f1 = c["smooth_fidelity"]["unsmoothed"], c["smooth_fidelity"]["smoothed"]
+    return (f"<h3>(c) Smooth the numbers (SynthPop's <code>smoothing='density'</code>)</h3><p>For {int(c['smooth_exact_led'])} of the {k} "
+            f"riskiest records the strongest signal is <b>exact</b>: the generator copies their numeric values (CART leaves draw their "
+            f"donors' values), so a value almost nobody else has turns up in the release. R's synthpop smooths every number it "
+            f"synthesises with a kernel density of the column (Gaussian noise of the Sheather-Jones bandwidth, rounded to the data's "
+            f"decimals). All {len(sm)} audited records were audited again with smoothing on. Mean change over the {k} riskiest: "
+            f"<b>{_mean_ci(sm['change'].head(k))}</b>; of their exact-value family's AUC: {_mean_ci(sm['exact change'].head(k))}; over every "
+            f"audited record: {_mean_ci(sm['change'])}. What it costs in fidelity, on one release of the same training set: mean 1-way "
+            f"TVD {f0['tvd_1way']:.4f} → {f1['tvd_1way']:.4f}, mean 2-way TVD {f0['tvd_2way']:.4f} → {f1['tvd_2way']:.4f}, mean "
+            f"|Cramér's V error| {f0['cramers_v_error']:.4f} → {f1['cramers_v_error']:.4f} (lower is closer to the real data).</p>"
+            + _table(sm.head(k)))
 
 def _config_html(c: dict) -> str:
     rows = [(k, json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v) for k, v in c.items()]
@@ -297,6 +318,29 @@ def _release(df, schema, targets, generator, params, size, ss):
     return train, g.sample(size, rng=r), control
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #4bfdeb00
+def _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy_top, seed2, kw, ss) -> tuple:
+    "Remedy (c): when SynthPop copies the values that expose the riskiest records (their strongest family is `exact`), audit every record again with smoothing, and measure one release's fidelity with and without it."
+    lead = _strongest(rows.head(remedy_top), rows.attrs["config"]["attacks"])
+    n_exact = sum(s == "exact" for s in lead)
+    if generator != "synthpop": return None, dict(smooth_reason=f"smoothing is a SynthPop option; this release comes from {generator}")
+    if params.get("smoothing"): return None, dict(smooth_reason="the generator already smooths its numbers")
+    if n_exact == 0: return None, dict(smooth_reason=f"no one of the {remedy_top} riskiest records is exposed mainly by copied values "
+                                                     "(exact), so smoothing the numbers is not where their risk comes from")
+    sp_params = dict(params, smoothing="density")
+    after = audit(df, generator, records=ids, rng=seed2, selectors=(), **dict(kw, generator_params=sp_params)).set_index("record")
+    before_exact = rows.set_index("record")["auc_exact"] if "auc_exact" in rows else None
+    sm = pd.DataFrame({"rank": np.arange(1, len(ids) + 1), "record": ids, "strongest signal": _strongest(rows, rows.attrs["config"]["attacks"]),
+                       "AUC first audit": first[ids].to_numpy(), "AUC fresh audit, unchanged": base[ids].to_numpy(),
+                       "AUC smoothed": after["auc"][ids].to_numpy()})
+    sm["change"] = sm["AUC smoothed"] - sm["AUC fresh audit, unchanged"]
+    sm["exact change"] = (after["auc_exact"][ids].to_numpy() - before_exact[ids].to_numpy()) if before_exact is not None and "auc_exact" in after else np.nan
+    r = np.random.default_rng(ss)
+    train = df.iloc[np.sort(r.choice(len(df), min(kw["dataset_size"], len(df)), replace=False))].reset_index(drop=True)
+    s_fit, s_sample = seed_child(ss, 1), seed_child(ss, 2)
+    fid = {k: fidelity(train, make_generator(generator, schema, **p).fit(train, rng=np.random.default_rng(s_fit)).sample(len(train), rng=np.random.default_rng(s_sample)), schema)
+           for k, p in (("unsmoothed", params), ("smoothed", sp_params))}
+    return sm, dict(smooth_exact_led=int(n_exact), smooth_fidelity=fid)
+
 def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                      schema: Schema | None = None,  # default: the dataset's, or inferred from the DataFrame
                      generator: str = "baynet",  # a key of GENERATORS
@@ -380,6 +424,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     sp["AUC after suppression"] = after_b[gone].to_numpy()
     sp["change"] = sp["AUC after suppression"] - sp["AUC fresh audit, unchanged"]
     sp = sp.rename(columns={"share": "records holding it", "replaced_by": "replaced by"})
+    sm, smooth_cfg = _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy_top, seed2, kw, seed_child(root, 4))
     times["remedies"] = time.perf_counter() - t; say(f"remedies done in {times['remedies']:.1f} s")
 
     times["total"] = time.perf_counter() - t0
@@ -390,5 +435,5 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                   remove_mean_change_others=float((after_a[rest] - base[rest]).mean()),
                   seed=int(rng), seed_streams="audit: seed; release: child 1; metrics: child 2; re-audits: child 3 "
                   f"(int seed {seed2})", versions=_versions(), seconds={k: round(v, 1) for k, v in times.items()},
-                  created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-    return CustodianReport(rows, topt.reset_index(drop=True), nobox, rm, sp, config)
+                  created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **smooth_cfg)
+    return CustodianReport(rows, topt.reset_index(drop=True), nobox, rm, sp, config, sm)

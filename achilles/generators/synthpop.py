@@ -5,6 +5,7 @@
 # %% ../../nbs/20_generators/22_synthpop.ipynb #625c267f
 from __future__ import annotations
 from fastcore.basics import patch
+import math
 import numpy as np
 import pandas as pd
 from numba import njit
@@ -17,7 +18,7 @@ from ..core.validate import check_int, check_float
 from . import _heldout_encoded, _bin_values
 
 # %% auto #0
-__all__ = ['ENGINES', 'presort', 'SynthPop']
+__all__ = ['ENGINES', 'SMOOTHINGS', 'presort', 'SynthPop', 'bw_sj', 'smooth_density']
 
 # %% ../../nbs/20_generators/22_synthpop.ipynb #02ea188d
 @njit(cache=True)
@@ -167,6 +168,7 @@ def _draw_donors(leaf, start, count, pool, u):
 
 # %% ../../nbs/20_generators/22_synthpop.ipynb #fd6cb71f
 ENGINES = ("numba", "sklearn")
+SMOOTHINGS = ("", "density")
 
 class SynthPop(Generator):
     "Sequential CART synthesis: each column drawn from the training values in the leaf of a tree on the previous columns."
@@ -174,8 +176,10 @@ class SynthPop(Generator):
                  min_samples_leaf: int = 5,  # minimum records per leaf (R synthpop's minbucket)
                  visit_order: list | None = None,  # column names in synthesis order; None: the schema's order
                  engine: str = "numba",  # "numba" (our CART) or "sklearn" (DecisionTreeClassifier/Regressor)
+                 smoothing: str = "",  # "density": R synthpop's smoothing of every CART-synthesised number (`smooth_density`); "": none
                  ):
         self.schema = schema; self.min_samples_leaf = min_samples_leaf; self.visit_order = visit_order; self.engine = engine
+        self.smoothing = smoothing
 
     @staticmethod
     def _features(enc: Encoded, cols) -> np.ndarray:
@@ -190,6 +194,8 @@ def _check_params(self: SynthPop):
     check_int("min_samples_leaf", self.min_samples_leaf, lo=1)
     if self.visit_order is not None and sorted(self.visit_order) != sorted(self.schema.names):
         raise ValueError(f"visit_order={self.visit_order!r} must be a permutation of the schema's columns {self.schema.names}")
+    if self.smoothing not in SMOOTHINGS:
+        raise ValueError(f"smoothing={self.smoothing!r} is not allowed; use one of {SMOOTHINGS} ('density': R synthpop's)")
     if self.engine not in ENGINES: raise ValueError(f"engine={self.engine!r} is not allowed; use one of {ENGINES}")
 
 @patch
@@ -207,6 +213,12 @@ def _fit(self: SynthPop, enc, rng):
     first_cat, first_i = cols[0]
     self.first_ = np.asarray(enc.cat[:, first_i] if first_cat else enc.cont[:, first_i], dtype=np.float64).copy()
     self.trees_ = []
+    self.observed_ = {}  # continuous columns: (min, max, decimals) of the training values, on the scaled and the original scale
+    for is_cat, i in cols:
+        if is_cat: continue
+        c = self.schema[self.schema.continuous[i]]
+        v = enc.cont[:, i]
+        self.observed_[i] = (float(v.min()), float(v.max()), 0 if c.integer else _decimals(v * (c.upper - c.lower) + c.lower))
     P = presort(F) if self.engine == "numba" else None
     for j in range(1, len(cols)):
         is_cat, i = cols[j]
@@ -242,7 +254,9 @@ def _sample(self: SynthPop, n, rng):
     for j, (tree, pool, start, count) in enumerate(self.trees_, start=1):
         if self.engine == "numba": leaf = _cart_apply(*tree, F, j)
         else: leaf = tree.apply(F[:, :j], check_input=False) if n else np.zeros(0, np.int64)
-        put(j, _draw_donors(leaf, start, count, pool, rng.random(n)))
+        v = _draw_donors(leaf, start, count, pool, rng.random(n))
+        if self.smoothing == "density" and not cols[j][0]: v = self._smooth(v, cols[j][1], rng)
+        put(j, v)
     return Encoded(cat, cont)
 
 @patch
@@ -250,6 +264,89 @@ def n_leaves(self: SynthPop) -> list:
     "Number of leaves of each column's tree, in visit order (the first column has none)."
     self._check_fitted()
     return [int((t[0][0] < 0).sum()) if self.engine == "numba" else t[0].get_n_leaves() for t in self.trees_]
+
+# %% ../../nbs/20_generators/22_synthpop.ipynb #eab4aea7
+def _decimals(x: np.ndarray, most: int = 10) -> int:
+    "The fewest decimals that write every value of x (R synthpop's `decimalplaces`, over a column), at most `most`."
+    x = np.asarray(x, np.float64)
+    for d in range(most + 1):
+        y = x * 10.0 ** d
+        if np.all(np.abs(y - np.round(y)) <= 1e-9 * np.maximum(1.0, np.abs(y))): return d
+    return most
+
+def _pair_counts(x: np.ndarray, nb: int = 1000) -> tuple:
+    "R's `bw_pair_cnts` (binned, as R does above nb/2 values): the bin width d and the counts of pairs i < j by the distance of their bins."
+    d = (x.max() - x.min()) * 1.01 / nb
+    xx = (np.trunc(np.abs(x) / d) * np.sign(x)).astype(np.int64)
+    w = np.bincount(xx - xx.min(), minlength=nb)[:nb].astype(np.float64)
+    cnt = np.correlate(w, w, mode="full")[nb - 1:]  # cnt[k] = sum_i w[i] w[i + k]
+    cnt[0] = (w * (w - 1.0)).sum() / 2.0  # pairs within a bin, each once, none with itself
+    return d, cnt
+
+def _phi(n: int, d: float, cnt: np.ndarray, h: float, order: int) -> float:
+    "R's `bw_phi4` (order 4) and `bw_phi6` (order 6): the binned estimate of the density's 4th / 6th derivative functional."
+    delta = (np.arange(len(cnt)) * d / h) ** 2
+    ok = delta < 1000.0
+    dl, c = delta[ok], cnt[ok]
+    if order == 4: s = 2.0 * (np.exp(-dl / 2) * (dl * dl - 6 * dl + 3) * c).sum() + 3.0 * n
+    else: s = 2.0 * (np.exp(-dl / 2) * (dl ** 3 - 15 * dl * dl + 45 * dl - 15) * c).sum() - 15.0 * n
+    return s / (n * (n - 1.0) * h ** (order + 1) * math.sqrt(2 * math.pi))
+
+def bw_sj(x: np.ndarray, nb: int = 1000) -> float:
+    "The Sheather-Jones bandwidth of x, R's `bw.SJ(x, method = \"ste\")`; NaN where R stops with 'sample is too sparse'."
+    from scipy.optimize import brentq
+    x = np.asarray(x, np.float64); n = len(x)
+    if n < 2 or x.max() == x.min(): return math.nan
+    q75, q25 = np.percentile(x, [75, 25])
+    scale = min(float(x.std(ddof=1)), (q75 - q25) / 1.349)
+    if not scale > 0: return math.nan
+    d, cnt = _pair_counts(x, nb)
+    a, b, c1 = 1.24 * scale * n ** (-1 / 7), 1.23 * scale * n ** (-1 / 9), 1 / (2 * math.sqrt(math.pi) * n)
+    td = -_phi(n, d, cnt, b, 6)
+    if not (math.isfinite(td) and td > 0): return math.nan
+    alph2 = 1.357 * (_phi(n, d, cnt, a, 4) / td) ** (1 / 7)
+    if not math.isfinite(alph2): return math.nan
+    f = lambda h: (c1 / _phi(n, d, cnt, alph2 * h ** (5 / 7), 4)) ** 0.2 - h
+    hmax = 1.144 * scale * n ** (-1 / 5); lo, hi = 0.1 * hmax, hmax
+    for k in range(99):  # R widens the search interval the same way
+        if f(lo) * f(hi) <= 0: return float(brentq(f, lo, hi, xtol=0.1 * lo))
+        if k % 2 == 0: hi *= 1.2
+        else: lo /= 1.2
+    return math.nan
+
+def smooth_density(y: np.ndarray,  # one synthesised column (a copy is smoothed), on any linear scale
+                   observed_min: float, observed_max: float,  # the training values' range, on the same scale
+                   rng: np.random.Generator,
+                   to_raw=None,  # (scale, offset): raw = y * scale + offset, for rounding to the observed decimals
+                   decimals: int = 0,  # decimals of the training values (on the raw scale)
+                   ) -> np.ndarray:
+    "R synthpop's `syn.smooth(ysyn, yobs, smoothing = \"density\")`: Gaussian noise with the Sheather-Jones bandwidth, clipped and rounded."
+    y = np.array(y, np.float64, copy=True)
+    keep = np.ones(len(y), bool)
+    vals, counts = np.unique(y, return_counts=True)
+    if len(vals) and counts.max() > 0.7 * len(y): keep &= y != vals[np.argmax(counts)]  # a dominant value stays
+    top = len(vals) > 1 and 10 * counts[-2] < counts[-1] - counts[-2]  # top-coded: records at the maximum stay
+    if top: keep &= y != observed_max
+    if keep.sum() < 2: return y
+    bw = bw_sj(y[keep])
+    if not math.isfinite(bw):  # R stops here ("sample is too sparse"); we use Silverman's rule, or leave a constant column alone
+        v = y[keep]; q75, q25 = np.percentile(v, [75, 25])
+        s = min(float(v.std(ddof=1)), (q75 - q25) / 1.34) or float(v.std(ddof=1))
+        bw = 0.9 * s * len(v) ** -0.2
+        if not bw > 0: return y
+    hi = observed_max if top else observed_max + bw
+    y[keep] = np.clip(y[keep] + rng.normal(0.0, bw, int(keep.sum())), observed_min, hi)
+    if to_raw is not None:
+        sc, off = to_raw
+        if sc > 0: y[keep] = (np.round(y[keep] * sc + off, decimals) - off) / sc
+    return y
+
+@patch
+def _smooth(self: SynthPop, v: np.ndarray, i: int, rng) -> np.ndarray:
+    "Smooth the synthesised continuous column i (scaled values) as R synthpop does."
+    lo, hi, dec = self.observed_[i]
+    c = self.schema[self.schema.continuous[i]]
+    return smooth_density(v, lo, hi, rng, (c.upper - c.lower, c.lower), dec)
 
 # %% ../../nbs/20_generators/22_synthpop.ipynb #1ea3ab8d
 def _leaf_cell_counts(is_leaf, start, count, pool_cells, K):

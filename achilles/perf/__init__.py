@@ -74,6 +74,8 @@ BENCHES.register("kde", "achilles.perf.kde:bench_kde",
                  summary="the KDE membership attack at the paper's census size (569,741 records, a BayNet population) against sklearn NearestNeighbors and scipy gaussian_kde")
 BENCHES.register("audit", "achilles.perf.audit:bench_audit",
                  summary="the shared-pool audit of every record (per-stage costs, extrapolated to 1,000 records x 4,000 datasets) against the per-record game")
+BENCHES.register("outside", "achilles.perf.outside:bench_outside",
+                 summary="the default audit beside every attack of Synth-MIA and TAPAS on the audit's own pool (checkouts: ACHILLES_SYNTHMIA_PATH, ACHILLES_TAPAS_PATH)")
 BENCHES.register("riskbench", "achilles.perf.riskbench:bench_riskbench",
                  summary="the Adult leaky sweep of the risk-insertion benchmark (6 levels, every metric) against privacy_report once per level")
 BENCHES.register("nobox", "achilles.perf.nobox:bench_nobox",

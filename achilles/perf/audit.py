@@ -30,12 +30,13 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
                 jobs: int | None = None,  # generation workers, numba threads and record threads (None: all cores)
                 verbose: bool = True,
                 ) -> dict:
-    "The audit's stages and attack families at the real pool size, beside the paper's per-record game measured whole."
+    "The audit's stages and attack families at the real pool size, the default attacker against the previous one on the same pool, beside the paper's per-record game measured whole."
     if population:
         return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose)
-    from achilles.shadow.audit import PoolModel, audit, audit_plan, plan_pool, score_record
+    import tempfile
+    from achilles.shadow.audit import PoolModel, audit, audit_plan, plan_pool, score_record, _dataset_signals
     from achilles.shadow.game import ThreatModel, generate_datasets, play_game
-    from achilles.shadow.pool_attack import FAMILIES, pair_features, stack_pool
+    from achilles.shadow.pool_attack import DEFAULT_ATTACKS, PREVIOUS, exact_tolerance, pair_features, stack_pool
     from achilles.shadow.query_attack import QueryAttack
     from achilles.core.rng import seed_child, seed_root
     from achilles.core.runtime import limit_threads
@@ -47,20 +48,44 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the warm-up's pool is small on purpose
-        audit(df, generator, records=10, n_datasets=40, dataset_size=1000, selectors=(), rng=9, n_jobs=jobs, verbose=False)  # compile
-    r = audit(df, generator, records=n, n_datasets=M, dataset_size=1000, selectors=(), rng=0, n_jobs=jobs, verbose=False)
-    s = r.attrs["seconds"]
+        for at, st in ((PREVIOUS, False), (DEFAULT_ATTACKS, True)):  # compile (or load) every kernel both attackers use
+            audit(df, generator, records=10, n_datasets=40, dataset_size=1000, selectors=(), attacks=at, stack=st, rng=9, n_jobs=jobs,
+                  verbose=False)
+    runs = {}
+    with tempfile.TemporaryDirectory() as cache:  # the first run generates the pool, the second reads the same datasets back
+        for label, at, st in (("previous attacker (query+distance+density, no stack: before issue 35)", PREVIOUS, False),
+                              ("the default attacker", DEFAULT_ATTACKS, True)):
+            runs[label] = audit(df, generator, records=n, n_datasets=M, dataset_size=1000, selectors=(), attacks=at, stack=st, rng=0,
+                                n_jobs=jobs, cache_dir=cache, verbose=False)
+    def cost(r, records):  # seconds of the attack (everything but generation) for `records` records of this pool
+        s = r.attrs["seconds"]
+        return s.get("dataset signals", 0.0) + s["features"] / n * records + s["classifiers"] / n * records
+    say(f"\ntimed: {n} records x {M:,} datasets of 1,000 ({generator}), the same pool for both attackers ({'; '.join(f'{k}: {len(v)} rows' for k, v in runs.items())})")
+    rows = []
+    for label, r in runs.items():
+        s = r.attrs["seconds"]
+        rows.append(dict(attacker=label, attacks="+".join(r.attrs["config"]["attacks"]), features_per_pair=r.attrs["config"]["n_features"],
+                         dataset_signals_s=s.get("dataset signals", 0.0), features_s=s["features"], classifiers_s=s["classifiers"],
+                         us_per_pair_timed=cost(r, n) / (n * M) * 1e6, us_per_pair_at_target=cost(r, R) / (R * M) * 1e6,
+                         mean_auc=r["auc"].mean()))
+    tab = pd.DataFrame(rows)
+    ratio_t, ratio = (tab.iloc[1]["us_per_pair_timed"] / tab.iloc[0]["us_per_pair_timed"],
+                      tab.iloc[1]["us_per_pair_at_target"] / tab.iloc[0]["us_per_pair_at_target"])
+    with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
+        say(tab.to_string(index=False))
+    say(f"cost per (record, dataset) pair, default / previous: {ratio_t:.2f}x as timed ({n} records; the dataset-level signals are paid once "
+        f"per dataset), {ratio:.2f}x at {R:,} records (target: <= 1.3x); attack throughput "
+        f"{tab.iloc[1]['features_per_pair'] * R * M / cost(runs['the default attacker'], R) / max(1, jobs or 1):,.0f} pair-features per "
+        f"second per core")
+    r = runs["the default attacker"]; s = r.attrs["seconds"]
     per_dataset, per_pair, per_record = s["generation"] / M, s["features"] / (M * n), s["classifiers"] / n
-    est = dict(plan=s["plan"], generation=s["generation"], features=per_pair * M * R, classifiers=per_record * R)
+    gen = next(iter(runs.values())).attrs["seconds"]["generation"]
+    est = dict(plan=s["plan"], generation=gen, dataset_signals=s.get("dataset signals", 0.0), features=per_pair * M * R,
+               classifiers=per_record * R)
     total = sum(est.values())
-    say(f"\ntimed: {n} records x {M:,} datasets of 1,000 ({generator}), {r.attrs['config']['n_queries']} queries + distances + densities, "
-        f"lda, {r.attrs['config']['folds']} folds: plan {s['plan']:.1f} s, generation {s['generation']:.1f} s, features "
-        f"{s['features']:.1f} s, classifiers {s['classifiers']:.1f} s; mean AUC {r['auc'].mean():.3f}")
-    say(f"units: {per_dataset * 1e3:.1f} ms per dataset, {per_pair * 1e6:.1f} us per (record, dataset) pair in the features, "
-        f"{per_record * 1e3:.0f} ms per record in the classifiers")
-    say(f"{R:,} records x {M:,} datasets (records scaled from the {n} timed; the pool is real): generation {est['generation'] / 60:.1f} min, "
-        f"features {est['features'] / 60:.1f} min, classifiers {est['classifiers'] / 60:.1f} min; total {total / 60:.1f} min "
-        f"(target: <= 10 min on 2 cores); {total / R:.2f} s per record")
+    say(f"{R:,} records x {M:,} datasets with the default attacker (records scaled from the {n} timed; the pool is real): generation "
+        f"{est['generation'] / 60:.1f} min, dataset signals {est['dataset_signals'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
+        f"classifiers {est['classifiers'] / 60:.1f} min; total {total / 60:.1f} min (target: <= 10 min on 2 cores); {total / R:.2f} s per record")
     # per family, on a slice of the same pool (its datasets come back from a fresh generation of the same specs: no cache kept)
     k = min(slice_records, n)
     pm = PoolModel(df, schema, generator, None, 1000, "adult")
@@ -71,28 +96,34 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     st = stack_pool(data); del data
     pos = np.searchsorted(pool.targets, ids)
     pd_, pt = np.repeat(np.arange(M), k), np.tile(np.arange(k), M)
-    fam_rows = []
-    full, noq = audit_plan(schema), audit_plan(schema, attacks=("distance", "density"))
-    t = time.perf_counter(); X = pair_features(st, pm.encoded.take(ids), pd_, pt, schema, full, n_jobs=jobs); t_full = time.perf_counter() - t
-    t = time.perf_counter(); pair_features(st, pm.encoded.take(ids), pd_, pt, schema, noq, n_jobs=jobs); t_noq = time.perf_counter() - t
-    X = X.reshape(M, k, full.n_features)
+    tol = exact_tolerance(schema, pm.encoded)
+    full = audit_plan(schema, DEFAULT_ATTACKS, tol=tol)
+    st2, _, gh = _dataset_signals(pm, full, st, root, 1000, jobs, {"dataset signals": 0.0})
+    def kernel(attacks):
+        p = audit_plan(schema, attacks, tol=tol)
+        t = time.perf_counter(); pair_features(st2, pm.encoded.take(ids), pd_, pt, schema, p, n_jobs=jobs, groundhog=gh if p.n_groundhog else None)
+        return time.perf_counter() - t
+    t_full = kernel(DEFAULT_ATTACKS)
+    t_parts = {"counting queries (query)": t_full - kernel(tuple(a for a in DEFAULT_ATTACKS if a != "query")),
+               "exact-value queries (exact)": t_full - kernel(tuple(a for a in DEFAULT_ATTACKS if a != "exact")),
+               "distances, densities, copies (one pass)": kernel(("distance", "density", "copy"))}
+    X = pair_features(st2, pm.encoded.take(ids), pd_, pt, schema, full, n_jobs=jobs, groundhog=gh).reshape(M, k, full.n_features)
+    rar = [full.single_column(schema, int(j)) for j in range(len(schema))]
+    from achilles.shadow.pool_attack import rarest_attribute
+    ra = np.asarray(rar)[rarest_attribute(pm.encoded, schema)]
     clf = {}
-    with limit_threads(1, "blas"): score_record(X[:, 0, :], pool.membership[:, pos[0]].astype(int), full, FAMILIES, rng=0)  # warm
-    for fams in [(f,) for f in FAMILIES] + [FAMILIES]:
+    with limit_threads(1, "blas"): score_record(X[:, 0, :], pool.membership[:, pos[0]].astype(int), full, DEFAULT_ATTACKS, rng=0)  # warm
+    for fams in [(f,) for f in DEFAULT_ATTACKS] + [DEFAULT_ATTACKS]:
         t = time.perf_counter()
         with limit_threads(1, "blas"):
-            for j in range(k): score_record(X[:, j, :], pool.membership[:, pos[j]].astype(int), full, fams, rng=j)
+            for j in range(k): score_record(X[:, j, :], pool.membership[:, pos[j]].astype(int), full, fams, rng=j, rarest=int(ra[ids[j]]))
         clf["+".join(fams)] = (time.perf_counter() - t) / k
     pairs = M * k
-    fam = pd.DataFrame([dict(part="features: counting queries", us_per_pair=(t_full - t_noq) / pairs * 1e6),
-                        dict(part="features: distances + densities (one pass)", us_per_pair=t_noq / pairs * 1e6)]
-                       + [dict(part=f"classifier, {f}" + (" alone" if "+" not in f else " (the default)"), us_per_pair=v / M * 1e6)
+    fam = pd.DataFrame([dict(part=f"features: {p}", us_per_pair=v / pairs * 1e6) for p, v in t_parts.items()]
+                       + [dict(part=f"classifier, {f}" + (" alone" if "+" not in f else " (the default stack)"), us_per_pair=v / M * 1e6)
                           for f, v in clf.items()])
-    tot = fam["us_per_pair"].iloc[:2].sum() + fam["us_per_pair"].iloc[-1]
-    fam["share_of_total"] = fam["us_per_pair"] / tot
-    fam.loc[fam["part"].str.endswith(" alone"), "share_of_total"] = np.nan
-    say(f"\nper family, on {k} records x {M:,} datasets, one thread (us per (record, dataset) pair; share of the default's features + "
-        "classifier; a family alone is scored as the default would score it with only that family):")
+    say(f"\nper family, on {k} records x {M:,} datasets, one thread for the classifiers (us per (record, dataset) pair; a family alone is "
+        "scored as the default would score it with only that family; the features' numba threads: all):")
     say(fam.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     # the baseline: the per-record game at its real size, measured whole
     tm = ThreatModel(df, schema, generator, dataset_size=1000, n_aux=10_000, n_test_pool=5_000, n_shadow=n_shadow, n_test=n_test)
@@ -105,9 +136,10 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     say(f"\nbaseline (our own earlier code, the paper's protocol): the per-record game, {n_shadow:,} shadow + {n_test} test datasets, all "
         f"32,767 queries + random forest, one record measured whole: {t_game:.1f} s (generation {t1 - t0:.1f} s, attack "
         f"{t_game - (t1 - t0):.1f} s; AUC {res.value:.3f}); {t_game * R / 3600:.1f} h for {R:,} records")
-    say(f"ratio per record: {t_game / (total / R):.0f}x (audit {total / R:.2f} s per record, strongest attacker, every family)")
-    return dict(seconds=s, estimate=est, total_estimate=total, per_record=total / R, families=fam, game_per_record=t_game,
-                ratio=t_game / (total / R))
+    say(f"ratio per record: {t_game / (total / R):.0f}x (audit {total / R:.2f} s per record, the default attacker)")
+    return dict(seconds=s, estimate=est, total_estimate=total, per_record=total / R, families=fam, attackers=tab, pair_ratio=ratio,
+                pair_ratio_timed=ratio_t, game_per_record=t_game, ratio=t_game / (total / R))
+
 
 # %% ../../nbs/50_perf/58a_audit.ipynb #c234fe18
 def bench_population(dataset: str = "adult",

@@ -118,7 +118,9 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
                  delta: float = 0.0,
                  n_jobs=None,
                  rarest: int = -1,  # the plan's column that counts the record's rarest value (`FeaturePlan.single_column`); -1: none
-                 ) -> dict:
+                 return_scores: bool = False,  # also return the stack's out-of-fold score of every dataset
+                 stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
+                 ):
     "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
     attacks = check_attacks(attacks)
     X = np.array(X, dtype=np.float32, copy=True)
@@ -128,8 +130,9 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
     X = transform_features(X, plan)
     fam = {k: v for k, v in plan.families().items() if k in attacks}
     res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
-                          untrained=untrained)
-    return membership_row(res, y, delta=delta)
+                          untrained=untrained, stack=stack)
+    row = membership_row(res, y, delta=delta)
+    return (row, res["scores"][COMBINED]) if return_scores else row
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
 def _targets(records, df: pd.DataFrame, rng) -> np.ndarray:
@@ -188,6 +191,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           order="auto",  # counting queries on every subset of up to `order` attributes ("auto": 3 for up to 20 attributes)
           subsets: int = 0,  # and this many random larger subsets
           classifier: str = "lda",  # "lda" (a likelihood ratio per record), "logistic", or "rf" (the paper's forest)
+          stack: bool = True,  # False: no stack, the pooled model is the headline (the attacker before issue 35, for comparisons)
           folds: int = 5,  # cross-fitting folds: every dataset is scored by a model fitted on the others
           screen: int = 150,  # most features one model keeps (chosen on its training folds)
           delta: float = 0.0,  # δ of the ε lower bound
@@ -238,7 +242,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                   attacks=list(attacks), order=order,
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
-                  seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors))
+                  seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors),
+                  **({} if stack else {"stack": False}))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
@@ -247,7 +252,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
-    extra = dict(reference=reference)
+    extra = dict(reference=reference, stack=bool(stack))
     rows = []
     if len(todo) and design == "population":
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
@@ -302,7 +307,7 @@ def _rarest_columns(pm, plan, attacks):
     return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
 
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                root, n_jobs, verbose, times, reference=1000):
+                root, n_jobs, verbose, times, reference=1000, stack=True):
     "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
     t = time.perf_counter()
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
@@ -338,7 +343,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
             y = pool.membership[:, pos[rid]].astype(np.int64)
             return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
                                 rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
-                                rarest=-1 if rar is None else int(rar[rid]))
+                                rarest=-1 if rar is None else int(rar[rid]), stack=stack)
         with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
             _keep_rows(ex.map(one, range(R)), part, sel.iloc[s:s + R], meta, store, run, rows, bar)
         times["classifiers"] += time.perf_counter() - t
@@ -434,7 +439,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
-                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None):
+                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True):
     "Score the records `todo` of a population pool; one row per record, stored as it is scored."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     workers = threads or 1
@@ -466,7 +471,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
                 return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
-                                    rarest=-1 if rar is None else int(rar[int(part[k])]))
+                                    rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -474,7 +479,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times, reference=1000):
+                      root, n_jobs, verbose, times, reference=1000, stack=True):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -494,4 +499,4 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
-                            n_jobs, verbose, times, chunk, ref=ref, gh=gh)
+                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack)

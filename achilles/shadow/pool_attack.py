@@ -20,8 +20,8 @@ from ..core.validate import check_int
 
 # %% auto #0
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
-           'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'CLASSIFIERS', 'MIN_KEEP', 'POOLED',
-           'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order', 'check_attacks', 'feature_plan',
+           'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
+           'POOLED', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order', 'check_attacks', 'feature_plan',
            'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features', 'transform_features', 'lda_fit',
            'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact', 'membership_row']
 
@@ -79,6 +79,7 @@ for _f in (
                  remedy="suppress or coarsen the rare value, or smooth the continuous column that holds it"),
 ):
     AUDIT_ATTACKS.register(_f.name, _f, summary=_f.summary, paper=_f.paper)
+TRAINED_FAMILIES = tuple(f for f in FAMILIES if AUDIT_ATTACKS[f].trained)  # fitted per record; the others are read as they are
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #ef4eb679
 @dataclass(frozen=True, eq=False)
@@ -517,11 +518,14 @@ def _lda_groups(Zt: np.ndarray,  # (p, n) float32 features in rows, columns sort
     tS1, tG, tN = S1.sum(0), Gm.sum(0), N.sum(0)
     full = np.arange(p) if rows_full is None else np.asarray(rows_full)
     def fit(j, r, shrink=None):  # without group j (-1: none), on features r
-        s1, gm, nn = (tS1, tG, tN) if j < 0 else (tS1 - S1[j], tG - Gm[j], tN - N[j])
-        n1, n0 = nn[1], nn[0]
-        mu1, mu0 = s1[1, r] / n1, s1[0, r] / n0
         ix = np.ix_(r, r)
-        S = (gm[1][ix] - n1 * np.outer(mu1, mu1) + gm[0][ix] - n0 * np.outer(mu0, mu0)) / (n1 + n0)
+        if j < 0: n1, n0, s1, s0, g1, g0 = tN[1], tN[0], tS1[1, r], tS1[0, r], tG[1][ix], tG[0][ix]
+        else:  # only the features' block of each Gram matrix is taken apart (the same sums, element by element)
+            n1, n0 = tN[1] - N[j, 1], tN[0] - N[j, 0]
+            s1, s0 = tS1[1, r] - S1[j, 1, r], tS1[0, r] - S1[j, 0, r]
+            g1, g0 = tG[1][ix] - Gm[j, 1][ix], tG[0][ix] - Gm[j, 0][ix]
+        mu1, mu0 = s1 / n1, s0 / n0
+        S = (g1 - n1 * np.outer(mu1, mu1) + g0 - n0 * np.outer(mu0, mu0)) / (n1 + n0)
         k = len(r)
         m = np.trace(S) / k
         if shrink is None:  # Ledoit & Wolf (2004): the estimation noise of S against its distance from m I
@@ -614,6 +618,20 @@ def _fit_score(kind, Zt, blocks, a, b, full, groups, seed, n_jobs):
         if len(np.unique(ytr[keep])) == 2 and len(r): oof[lo:hi] = model(Ztr[r][:, keep], ytr[keep], seed + 1000 * (j + 1))(Ztr[r, lo:hi].T)
     return model(Ztr[full], ytr, seed)(Zt[full, a:b].T), oof
 
+def _fit_plain(kind, Zt, ytr, a, b, seed, n_jobs):
+    "One classifier on the training datasets (every column of Zt but a:b): (held-out scores, in-sample training scores). The attacker before the stack."
+    Ztr = np.ascontiguousarray(np.concatenate([Zt[:, :a], Zt[:, b:]], axis=1))
+    if kind == "lda":
+        w, c = _lda_fit_t(Ztr, ytr)
+        return w @ Zt[:, a:b] + c, w @ Ztr + c
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+        m = LogisticRegression(C=1.0, max_iter=2000).fit(Ztr.T, ytr)
+        return m.decision_function(Zt[:, a:b].T), m.decision_function(Ztr.T)
+    from sklearn.ensemble import RandomForestClassifier
+    m = RandomForestClassifier(n_estimators=100, max_depth=10, random_state=seed, n_jobs=n_jobs).fit(Ztr.T, ytr)
+    return m.predict_proba(Zt[:, a:b].T)[:, 1], m.predict_proba(Ztr.T)[:, 1]
+
 def _eps_grid(n0: int) -> np.ndarray:
     "Numbers of training false positives at which the ε test's threshold is tried (0..10, then geometric up to half)."
     g = np.unique(np.concatenate([np.arange(min(11, n0)), np.geomspace(11, max(n0 // 2, 11), 40).astype(np.int64)]))
@@ -667,6 +685,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
                     alpha: float = 0.05,  # 1 - confidence of the ε lower bound (split over its four Clopper-Pearson bounds)
                     n_jobs=None,  # threads of the random forest
                     untrained: dict | None = None,  # untrained family name -> one score per dataset (higher = IN), read as is
+                    stack: bool = True,  # False: no stack; the pooled model is the headline (the attacker before issue 35)
                     ) -> dict:
     """Out-of-fold scores of every family, of the pooled model and of their stack (`combined`, the headline), the stack's
     weights per fold, and the counts of the ε tests. Everything is fitted on training folds only: the models, the features
@@ -719,7 +738,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
         train = np.ones(2 * folds, bool); train[2 * k:2 * k + 2] = False
         n1, n0, mu, var, live, t = stats(train)
         inner = []  # per training fold j: the statistics of the training folds without j (the stack's refits choose their own features)
-        for j in range(folds):
+        for j in range(folds if stack else 0):
             if j == k: continue
             tj = train.copy(); tj[2 * j:2 * j + 2] = False
             inner.append(stats(tj))
@@ -735,13 +754,16 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
             Xc = Xt[union]
             Xc -= mu[union, None].astype(np.float32); Xc /= np.sqrt(np.maximum(var[union], 1e-300))[:, None].astype(np.float32)
             pos = lambda c: np.searchsorted(union, c)
-            s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], seed + k, n_jobs)
+            if stack: s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], seed + k, n_jobs)
+            else: s_te, s_oof = _fit_plain(classifier, Xc, ytr, a, b, seed + k, n_jobs)  # s_oof: in-sample, for the ε threshold only
             out[name][perm[a:b]] = s_te
             Ctr[:, i], Cte[:, i] = s_oof, s_te
         for i, (name, v) in enumerate(U.items(), start=len(models)):
             out[name][perm[a:b]] = v[a:b]
             Ctr[:, i], Cte[:, i] = np.r_[v[:a], v[b:]], v[a:b]
-        s_te, s_tr, weights[k] = _stack(Ctr, ytr, Cte, list(models).index(POOLED) if POOLED in models else 0)
+        head = list(models).index(POOLED) if POOLED in models else 0
+        if stack: s_te, s_tr, weights[k] = _stack(Ctr, ytr, Cte, head)
+        else: s_te, s_tr = Cte[:, head], Ctr[:, head]; weights[k, head] = 1.0
         out[COMBINED][perm[a:b]] = s_te
         for d, (sa, sb, yy, ty) in enumerate([(s_tr, s_te, ytr, yte), (-s_tr, -s_te, 1 - ytr, 1 - yte)]):
             thr = _choose_threshold(sa, yy, alpha / 4, delta)

@@ -1,0 +1,27 @@
+"""`achilles bench outside`: Synth-MIA's and TAPAS's own attacks on the audit's pool, from their checkouts (skipped without them)."""
+import os
+
+import numpy as np
+import pytest
+
+from achilles.perf.outside import OUTSIDE_ENV, OUTSIDE_HOWTO, bench_outside
+
+PEERS = {p: os.environ.get(v) for p, v in OUTSIDE_ENV.items()}
+NEED = pytest.mark.skipif(not all(PEERS.values()), reason="set " + " and ".join(OUTSIDE_ENV.values()) + " ("
+                          + "; ".join(OUTSIDE_HOWTO.values()) + ")")
+
+
+@NEED
+def test_every_outside_attack_scores_the_audits_own_pool():
+    res = bench_outside("synthpop", records=[6066, 16249, 40572], n_datasets=60, jobs=2, verbose=False)
+    got = set(res["attack"])
+    for a in ("DCR", "DCRDiff", "DPI", "MC", "Classifier"): assert f"synthmia: {a}" in got, got
+    for a in ("random_queries", "groundhog"): assert f"tapas: {a}" in got, got
+    assert res["auc"].between(0, 1).all() and (res.groupby("attack").size() == 3).all()
+    assert res.loc[res.peer == "tapas", "trained"].all() and not res.loc[res.peer == "synthmia", "trained"].any()
+
+
+@NEED
+def test_a_missing_checkout_is_named():
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        bench_outside("baynet", records=[5], n_datasets=20, tapas="/no/such/checkout", verbose=False)
