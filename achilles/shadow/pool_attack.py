@@ -497,6 +497,28 @@ def transform_features(X: np.ndarray, plan: FeaturePlan) -> np.ndarray:
     return X
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #cddc3018
+@njit(cache=True)
+def _lda_system(tS1, tG, tN, S1, Gm, N, j, r):
+    """The LDA system of the fit without group j (-1: none) on features r: (S, mu1, mu0, n1, n0), S the pooled within-class
+    covariance, from the summed and the per-group sums and Gram matrices (one pass over k x k numbers, no temporary arrays)."""
+    k = r.shape[0]
+    n1 = tN[1] - N[j, 1] if j >= 0 else tN[1]
+    n0 = tN[0] - N[j, 0] if j >= 0 else tN[0]
+    mu1 = np.empty(k); mu0 = np.empty(k)
+    for a in range(k):
+        ra = r[a]
+        mu1[a] = ((tS1[1, ra] - S1[j, 1, ra]) if j >= 0 else tS1[1, ra]) / n1
+        mu0[a] = ((tS1[0, ra] - S1[j, 0, ra]) if j >= 0 else tS1[0, ra]) / n0
+    S = np.empty((k, k))
+    for a in range(k):
+        ra = r[a]
+        for b in range(k):
+            rb = r[b]
+            g1 = (tG[1, ra, rb] - Gm[j, 1, ra, rb]) if j >= 0 else tG[1, ra, rb]
+            g0 = (tG[0, ra, rb] - Gm[j, 0, ra, rb]) if j >= 0 else tG[0, ra, rb]
+            S[a, b] = (g1 - n1 * (mu1[a] * mu1[b]) + g0 - n0 * (mu0[a] * mu0[b])) / (n1 + n0)
+    return S, mu1, mu0, n1, n0
+
 def _lda_groups(Zt: np.ndarray,  # (p, n) float32 features in rows, columns sorted by (group, class)
                 blocks: np.ndarray,  # (2G + 1,) column bounds: block 2j holds group j's OUT datasets, block 2j + 1 its IN ones
                 rows_full: np.ndarray | None = None,  # the features (rows of Zt) of the full fit (default: all)
@@ -518,14 +540,7 @@ def _lda_groups(Zt: np.ndarray,  # (p, n) float32 features in rows, columns sort
     tS1, tG, tN = S1.sum(0), Gm.sum(0), N.sum(0)
     full = np.arange(p) if rows_full is None else np.asarray(rows_full)
     def fit(j, r, shrink=None):  # without group j (-1: none), on features r
-        ix = np.ix_(r, r)
-        if j < 0: n1, n0, s1, s0, g1, g0 = tN[1], tN[0], tS1[1, r], tS1[0, r], tG[1][ix], tG[0][ix]
-        else:  # only the features' block of each Gram matrix is taken apart (the same sums, element by element)
-            n1, n0 = tN[1] - N[j, 1], tN[0] - N[j, 0]
-            s1, s0 = tS1[1, r] - S1[j, 1, r], tS1[0, r] - S1[j, 0, r]
-            g1, g0 = tG[1][ix] - Gm[j, 1][ix], tG[0][ix] - Gm[j, 0][ix]
-        mu1, mu0 = s1 / n1, s0 / n0
-        S = (g1 - n1 * np.outer(mu1, mu1) + g0 - n0 * np.outer(mu0, mu0)) / (n1 + n0)
+        S, mu1, mu0, n1, n0 = _lda_system(tS1, tG, tN, S1, Gm, N, j, np.asarray(r, np.int64))
         k = len(r)
         m = np.trace(S) / k
         if shrink is None:  # Ledoit & Wolf (2004): the estimation noise of S against its distance from m I
@@ -685,7 +700,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
                     alpha: float = 0.05,  # 1 - confidence of the ε lower bound (split over its four Clopper-Pearson bounds)
                     n_jobs=None,  # threads of the random forest
                     untrained: dict | None = None,  # untrained family name -> one score per dataset (higher = IN), read as is
-                    stack: bool = True,  # False: no stack; the pooled model is the headline (the attacker before issue 35)
+                    stack: bool = True,  # False: no stack; the pooled model is the headline (the attacker before issue 35); also with 2 folds
                     ) -> dict:
     """Out-of-fold scores of every family, of the pooled model and of their stack (`combined`, the headline), the stack's
     weights per fold, and the counts of the ε tests. Everything is fitted on training folds only: the models, the features
@@ -707,13 +722,17 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     ys = y[perm]
     starts = np.searchsorted(G[perm], np.arange(2 * folds + 1))
     gm = X.mean(0, dtype=np.float64)
-    Xt = np.ascontiguousarray((np.asarray(X, np.float32)[perm] - gm.astype(np.float32)).T)  # (p, n), centred
+    Xt = np.empty((p, n), np.float32)  # (p, n), centred: one copy of the features, in the order the folds need
+    np.subtract(np.asarray(X, np.float32)[perm].T, gm.astype(np.float32)[:, None], out=Xt)
     H = np.zeros((n, 2 * folds), np.float32); H[np.arange(n), np.repeat(np.arange(2 * folds), np.diff(starts))] = 1.0
-    S1, S2 = (Xt @ H).astype(np.float64).T, ((Xt * Xt) @ H).astype(np.float64).T  # per (fold, class) sums
+    S1 = (Xt @ H).astype(np.float64).T  # per (fold, class) sums
+    sq = np.square(Xt)
+    S2 = (sq @ H).astype(np.float64).T; del sq
     N = np.diff(starts).astype(np.float64)
     models = {k: np.asarray(v) for k, v in families.items()}
     if len(models) > 1: models[POOLED] = np.concatenate(list(models.values()))
     U = {k: v[perm] for k, v in untrained.items()}
+    stack = stack and folds >= 3  # the stack's weights need out-of-fold scores within the training folds: two of them at least
     out = {m: np.zeros(n) for m in [*models, *U, COMBINED]}
     weights = np.zeros((folds, len(models) + len(U)))
     eps_counts = np.zeros((2, 4), np.int64)  # per test direction: tp, n_in, fp, n_out of the scored folds
