@@ -66,3 +66,28 @@ def test_every_trained_family_is_reported(synthpop_rows):
     for f in DEFAULT_ATTACKS: assert f"auc_{f}" in new, f
     assert set(new["lead"]) <= set(DEFAULT_ATTACKS) | {"pooled", "none"}
     assert set(TRAINED_FAMILIES) >= {f for f in DEFAULT_ATTACKS if f not in ("dcr", "rarest")}
+
+
+# Frozen output of the code just before issue 35 (commit 88669e1), the same call without `attacks` / `stack` (which it did not have)
+BEFORE_ISSUE_35 = {"record": [0, 5, 17, 123, 401],
+                   "auc": [0.55701754386, 0.661875, 0.717171717172, 0.451127819549, 0.689180737961],
+                   "auc_query": [0.565162907268, 0.67, 0.652777777778, 0.451127819549, 0.682301438399],
+                   "auc_distance": [0.536967418546, 0.51125, 0.676767676768, 0.504385964912, 0.72545340838],
+                   "auc_density": [0.586466165414, 0.545, 0.636994949495, 0.448621553885, 0.695434646654],
+                   "eps_lower": [0.0, 0.0, 0.142440714832, 0.0, 0.0],
+                   "tpr@0.1": [0.142857142857, 0.225, 0.363636363636, 0.047619047619, 0.268292682927]}
+
+
+def test_previous_attacker_is_the_code_before_issue_35():
+    "`attacks=PREVIOUS, stack=False` is the audit before issue 35, to 12 digits: the committed BayNet map and `bench audit`'s baseline rest on it."
+    df = load_adult().iloc[:600].reset_index(drop=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScaleWarning)
+        r = audit(df, "baynet", records=[0, 5, 17, 123, 401], n_datasets=80, dataset_size=200, rng=3, n_jobs=1, verbose=False,
+                  selectors=(), attacks=PREVIOUS, stack=False)
+        default = audit(df, "baynet", records=[0, 5, 17, 123, 401], n_datasets=80, dataset_size=200, rng=3, n_jobs=1, verbose=False,
+                        selectors=())
+    got = r[list(BEFORE_ISSUE_35)].round(12).to_dict("list")
+    for k, v in BEFORE_ISSUE_35.items():
+        np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-12, err_msg=k)
+    assert not np.allclose(default["auc"], BEFORE_ISSUE_35["auc"])  # and the default attacker is not the previous one

@@ -158,7 +158,8 @@ def bench_population(dataset: str = "adult",
     from pathlib import Path
     from achilles.core.rng import seed_child, seed_root
     from achilles.core.runtime import limit_threads
-    from achilles.shadow.audit import PoolModel, audit_plan, plan_population, score_record, _code_dtype
+    from achilles.shadow.audit import PoolModel, audit_plan, plan_population, score_record, _code_dtype, _dataset_signals, _pair_block, _rarest_columns
+    from achilles.shadow.pool_attack import DEFAULT_ATTACKS
     from achilles.shadow.game import ThreatModel, generate_datasets, play_game
     from achilles.shadow.pool_attack import pair_features, stack_pool
     from achilles.shadow.query_attack import QueryAttack
@@ -179,27 +180,32 @@ def bench_population(dataset: str = "adult",
         t_gen = (time.perf_counter() - t) / S
         disk = sum(f.stat().st_size for f in Path(d).rglob("*.npz")) / S
     st = stack_pool(data, compact=True); del data
+    times = {"dataset signals": 0.0}  # the dataset-level families (Groundhog, Gen-LRA's masses), paid once per dataset
+    st, ref, gh = _dataset_signals(pm, plan, st, seed_child(seed_root(0), 7), 1000, jobs, times)
+    t_sig = times["dataset signals"] / S
+    rare = _rarest_columns(pm, plan, DEFAULT_ATTACKS)
     R = min(slice_records, N)
     recs = np.random.default_rng(1).choice(N, R, replace=False)
     per = min(2 * n_in, S)
     g = np.random.default_rng(2)
     pd_ = np.concatenate([g.choice(S, per, replace=False) for _ in range(R)]); pt = np.repeat(np.arange(R), per)
-    pair_features(st, pm.encoded.take(recs[:1]), pd_[:10], np.zeros(10, np.int64), schema, plan, n_jobs=jobs)  # compiled
-    t = time.perf_counter(); X = pair_features(st, pm.encoded.take(recs), pd_, pt, schema, plan, n_jobs=jobs); t_pair = (time.perf_counter() - t) / len(pd_)
+    root = seed_child(seed_root(0), 7)
+    _pair_block(pm, plan, st, ref, gh, recs[:1], pd_[:10], np.zeros(10, np.int64), root, jobs, times)  # compiled
+    t = time.perf_counter(); X = _pair_block(pm, plan, st, ref, gh, recs, pd_, pt, root, jobs, times); t_pair = (time.perf_counter() - t) / len(pd_)
     y = (g.random(per) < 0.5).astype(np.int64)
     t = time.perf_counter()
     with limit_threads(1, "blas"):
-        for k in range(R): score_record(X[k * per:(k + 1) * per], y, plan, rng=k)
+        for k in range(R): score_record(X[k * per:(k + 1) * per], y, plan, rng=k, rarest=-1 if rare is None else int(rare[recs[k]]))
     t_rec = (time.perf_counter() - t) / R  # one thread; the audit runs `jobs` records at once
     workers = max(1, jobs or 1) if jobs != -1 else __import__("os").cpu_count()
-    est = dict(plan=t_plan, generation=t_gen * M, features=t_pair * n_pairs, classifiers=t_rec * N / workers)
+    est = dict(plan=t_plan, generation=t_gen * M, signals=t_sig * M, features=t_pair * n_pairs, classifiers=t_rec * N / workers)
     total = sum(est.values())
     mem = M * dataset_size * (len(schema.cat_idx) * np.dtype(_code_dtype(schema)).itemsize + 8 * len(schema.cont_idx) + 8)
     say(f"\n{dataset}: {N:,} records, pool of {M:,} datasets of {dataset_size:,} ({n_in:,} blocks; {n_pairs:,} (record, dataset) pairs), "
         f"{generator}, {plan.n_features} features")
     say(f"slice: {S:,} datasets generated ({t_gen * 1e3:.1f} ms each, {jobs or 'all'} workers), {R} records x {per:,} datasets "
         f"({t_pair * 1e6:.1f} us per pair, numba threads {jobs or 'all'}), classifiers {t_rec * 1e3:.0f} ms per record on one thread")
-    say(f"extrapolated: plan {est['plan']:.0f} s, generation {est['generation'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
+    say(f"extrapolated: plan {est['plan']:.0f} s, generation {est['generation'] / 60:.1f} min, dataset signals {est['signals'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
         f"classifiers {est['classifiers'] / 60:.1f} min ({workers} threads); total {total / 60:.1f} min")
     say(f"memory: the stacked pool {mem / 2**30:.2f} GB; cache on disk {disk * M / 2**30:.2f} GB ({disk / 1024:.0f} KB per dataset)")
     tm = ThreatModel(df, schema, generator, dataset_size=dataset_size, n_aux=min(10_000, N // 2), n_test_pool=min(5_000, N // 4),
