@@ -233,3 +233,87 @@ def test_membership_row_resolves_fpr_down_to_one_out_dataset():
     row = membership_row(res, y, fpr_levels=(0.001, 0.01, 0.1))
     assert math.isnan(row["tpr@0.001"]) and not math.isnan(row["tpr@0.01"]) and not math.isnan(row["tpr@0.1"])
     assert row["tpr@0.01"] == tpr_at_fpr_exact(s, y, 0.01)[0] / 100
+
+
+# Issue 35's mutation sample of shadow.pool_attack: what its survivors showed the tests did not pin.
+
+def test_single_column_counts_the_value_alone(adult):
+    "The column `single_column` names (what the untrained `rarest` family reads) counts the synthetic rows equal to the record on that attribute alone."
+    df, _ = adult
+    d = df[["workclass", "education", "age", "fnlwgt", "sex"]]
+    schema = Schema.from_dataframe(d)
+    plan = feature_plan(schema, order=2, rng=0, attacks=("query", "exact", "rarest"))
+    enc = encode(d, schema)
+    syn = enc.take(np.random.default_rng(0).integers(0, 200, 150))
+    t = enc.take([3])
+    X = pair_features(stack_pool([syn]), t, np.array([0]), np.array([0]), schema, plan)[0]
+    tol = plan.tol
+    for j in range(len(schema)):
+        col = plan.single_column(schema, j)
+        if j in schema.cat_idx.tolist():
+            k = schema.cat_idx.tolist().index(j); want = (syn.cat[:, k] == t.cat[0, k]).sum()
+        else:
+            k = schema.cont_idx.tolist().index(j); want = (np.abs(syn.cont[:, k] - t.cont[0, k]) < tol[k]).sum()
+        assert col >= 0 and X[col] == want, (schema.names[j], col, X[col], want)
+
+
+def test_rarest_attribute_equals_brute_force(adult):
+    df, _ = adult
+    d = df[["workclass", "age", "race", "capital-gain", "hours-per-week"]].iloc[:3000]
+    schema = Schema.from_dataframe(d)
+    enc = encode(d, schema)
+    from achilles.shadow.pool_attack import rarest_attribute
+    got = rarest_attribute(enc, schema)
+    cols = {**{j: enc.cat[:, k] for k, j in enumerate(schema.cat_idx)}, **{j: enc.cont[:, k] for k, j in enumerate(schema.cont_idx)}}
+    counts = np.stack([[(cols[j] == cols[j][i]).sum() for j in range(len(schema))] for i in range(0, 3000, 37)])
+    np.testing.assert_array_equal(got[::37], np.argmin(counts, axis=1))
+
+
+def test_exact_tolerance_of_a_constant_column():
+    "A continuous column with one distinct value has no gap: its tolerance falls back, it does not fail."
+    from achilles.shadow.pool_attack import exact_tolerance
+    df = __import__("pandas").DataFrame({"x": [0.25] * 10 + [0.75], "y": np.linspace(0.1, 0.9, 11)})
+    schema = Schema.from_dataframe(df)
+    tol = exact_tolerance(schema, encode(df.iloc[:10], schema))  # x constant in these rows
+    assert np.isfinite(tol).all() and (tol > 0).all(), tol
+
+
+def test_pair_features_refuse_groundhog_of_the_wrong_shape(adult):
+    df, schema = adult
+    enc = encode(df.iloc[:50], schema)
+    plan = feature_plan(schema, order=1, rng=0, attacks=("query", "groundhog"))
+    pool = stack_pool([enc, enc])
+    with pytest.raises(ValueError, match="Groundhog"):
+        pair_features(pool, enc.take([0]), np.array([0]), np.array([0]), schema, plan, groundhog=np.zeros((1, plan.n_groundhog), np.float32))
+
+
+def test_the_stacks_intercept_centres_its_training_scores_on_the_prior():
+    "The stack's score is a log-odds: on its training datasets the two classes' mean scores sit symmetrically about the prior odds."
+    from achilles.shadow.pool_attack import _stack
+    g = np.random.default_rng(0)
+    y = (g.random(500) < 0.3).astype(np.int64)
+    C = np.c_[g.normal(size=500) + 1.5 * y, g.normal(size=500) + 0.8 * y]
+    s_te, s_tr, w = _stack(C, y, C[:10], 0)
+    prior = math.log(y.sum() / (len(y) - y.sum()))
+    assert (w > 0).all()
+    assert abs(0.5 * (s_tr[y == 1].mean() + s_tr[y == 0].mean()) - prior) < 1e-9
+    assert s_tr[y == 1].mean() > prior > s_tr[y == 0].mean()
+
+
+def test_eps_counts_score_ties_at_the_threshold_as_out():
+    "A dataset whose score equals the training folds' threshold is not flagged IN, for the true positives and the false positives alike."
+    y = np.r_[np.ones(200), np.zeros(200)].astype(np.int64)
+    r = crossfit_record(np.zeros((400, 0), np.float32), y, {}, rng=0, untrained={"flat": np.zeros(400)}, stack=False)
+    np.testing.assert_array_equal(r["eps_counts"][0], [0, 200, 0, 200])
+
+
+def test_the_forests_refits_are_seeded_apart():
+    "The stack's refits of the paper's forest each get their own seed (seed + 1000 (j + 1)): frozen scores, as this code gives them."
+    X, y = _noise(11, n=300, p=12)
+    X[:, :2] += 0.8 * y[:, None]
+    r = crossfit_record(X, y, {"a": np.arange(6), "b": np.arange(6, 12)}, classifier="rf", rng=3, n_jobs=1)
+    got = [round(roc_auc_score(y, r["scores"][m]), 4) for m in ("a", "b", COMBINED)]
+    assert got == FROZEN_RF, got
+
+
+FROZEN_RF = [0.7933, 0.5076, 0.8025]
