@@ -317,3 +317,51 @@ def test_the_forests_refits_are_seeded_apart():
 
 
 FROZEN_RF = [0.7933, 0.5076, 0.8025]
+
+
+def test_pair_features_refuse_a_pool_of_another_schema(adult):
+    "A pool whose continuous columns (only) differ from the schema's is refused, as is one whose categorical columns differ."
+    df, schema = adult
+    other = Schema.from_dataframe(df.drop(columns=["age"]))
+    enc = encode(df.iloc[:30], schema)
+    plan = feature_plan(schema, order=1, rng=0, attacks=("query",))
+    with pytest.raises(ValueError, match="do not match the schema"):
+        pair_features(stack_pool([encode(df.drop(columns=["age"]).iloc[:30], other)]), enc.take([0]), np.array([0]), np.array([0]), schema, plan)
+    other2 = Schema.from_dataframe(df.drop(columns=["sex"]))
+    with pytest.raises(ValueError, match="do not match the schema"):
+        pair_features(stack_pool([encode(df.drop(columns=["sex"]).iloc[:30], other2)]), enc.take([0]), np.array([0]), np.array([0]), schema, plan)
+
+
+def test_a_refit_with_no_features_scores_its_groups_prior_odds():
+    "`_lda_groups`: a group whose refit keeps no feature is scored with the prior odds of the datasets outside it."
+    from achilles.shadow.pool_attack import _lda_groups
+    g = np.random.default_rng(2)
+    sizes = [30, 10, 25, 20, 15, 40]  # blocks: (group 0 OUT, IN), (group 1 OUT, IN), (group 2 OUT, IN)
+    blocks = np.r_[0, np.cumsum(sizes)]
+    Zt = g.normal(size=(4, blocks[-1])).astype(np.float32)
+    w, b, oof = _lda_groups(Zt, blocks, np.arange(4), [np.arange(4), np.array([], np.int64), np.arange(2)])
+    n_in, n_out = 10 + 20 + 40, 30 + 25 + 15
+    np.testing.assert_allclose(oof[blocks[2]:blocks[4]], math.log((n_in - 20) / (n_out - 25)))
+    assert np.ptp(oof[:blocks[2]]) > 0 and np.ptp(oof[blocks[4]:]) > 0
+
+
+def test_the_threshold_search_reaches_half_the_out_datasets():
+    "The ε test's thresholds go down to half the OUT datasets: IN scores that all sit at the OUT scores' 55th percentile are found there."
+    from achilles.shadow.pool_attack import _choose_threshold
+    s_out = np.linspace(0, 1, 1000)
+    s = np.r_[np.full(200, 0.55), s_out]
+    y = np.r_[np.ones(200), np.zeros(1000)].astype(np.int64)
+    assert _choose_threshold(s, y, 0.05 / 4, 0.0) < 0.55
+
+
+def test_the_stack_falls_back_to_the_first_column_when_nothing_beats_chance():
+    from achilles.shadow.pool_attack import _stack
+    g = np.random.default_rng(0)
+    y = (g.random(400) < 0.5).astype(np.int64)
+    C = g.normal(size=(400, 2))
+    C[:, 0] += 0.05 * y  # a weak signal in the right direction, too weak to beat chance with 95 % confidence
+    from achilles.core.results import auc_interval
+    from achilles.shadow.pool_attack import auc_score
+    assert all(auc_interval(auc_score(y, C[:, j]), int(y.sum()), int(len(y) - y.sum()))[0] <= 0.5 for j in (0, 1))
+    s_te, s_tr, w = _stack(C, y, C[:20], 0)
+    assert w[0] > 0 and w[1] == 0 and np.ptp(s_te) > 0, w
