@@ -200,3 +200,80 @@ def test_bernoulli_pool_defaults_to_1000_datasets(adult, monkeypatch):
     with pytest.raises(Planned) as e:
         A.audit(df.iloc[:2000], "independent", records=10, design="bernoulli", dataset_size=200, selectors=(), verbose=False)
     assert e.value.args == (1000,)
+
+
+# Issue 35's mutation sample of shadow.audit: what its survivors showed the tests did not pin.
+
+def test_score_record_reads_a_rarest_column_at_zero(adult):
+    "The untrained `rarest` family reads the column it is given, column 0 included."
+    from achilles.shadow.audit import audit_plan, score_record
+    from sklearn.metrics import roc_auc_score
+    df, schema = adult
+    plan = audit_plan(schema)
+    g = np.random.default_rng(0)
+    X = g.poisson(2, size=(200, plan.n_features)).astype(np.float32); y = (g.random(200) < .5).astype(np.int64)
+    X[:, 0] += 2 * y
+    row = score_record(X, y, plan, attacks=("query", "rarest"), rarest=0, rng=0)
+    assert row["auc_rarest"] == pytest.approx(roc_auc_score(y, X[:, 0]))
+
+
+def test_audit_refuses_a_delta_of_one_or_more_and_too_few_datasets_for_the_folds(adult):
+    df, _ = adult
+    with pytest.raises(ValueError, match="delta"):
+        audit(df, "baynet", records=3, delta=1.5, verbose=False)
+    with pytest.raises(ValueError, match=r"n_datasets=9 is out of range: it must be an integer >= 10"):
+        audit(df, "baynet", records=3, n_datasets=9, folds=5, verbose=False)  # 2 x folds datasets at least, checked first
+
+
+def test_the_config_says_when_the_stack_was_off(adult):
+    df, _ = adult
+    kw = dict(records=[0, 5], n_datasets=40, dataset_size=200, rng=3, n_jobs=1, verbose=False, selectors=())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        off = audit(df.iloc[:600].reset_index(drop=True), "baynet", stack=False, **kw)
+        cls = audit(df.iloc[:600].reset_index(drop=True), "baynet", attacks=("classifier",), **kw)
+    assert off.attrs["config"]["stack"] is False
+    # the real-vs-synthetic forest's seed is the audit's (stream 9 of its root): frozen scores, as issue 35's code gives them
+    np.testing.assert_allclose(cls["auc_classifier"], [0.585678, 0.395833], atol=1e-6)
+
+
+def test_a_record_in_too_many_datasets_of_a_population_pool_is_refused(adult):
+    "N = 2|D| + 1 leaves a third dataset per block filled up with records drawn again: one drawn in every block is IN 4 of 6."
+    from achilles.shadow.audit import plan_population
+    df, schema = adult
+    pm = PoolModel(df.iloc[:201], schema, "independent", dataset_size=100)
+    pool = plan_population(pm, n_in=2, rng=0)
+    ins = {r: len(np.unique(pool.idx[pool.ptr[pool.group[r]]:pool.ptr[pool.group[r] + 1]])) for r in range(201)}
+    bad = [r for r, n in ins.items() if 2 * n > pool.n_datasets]
+    assert bad
+    with pytest.raises(ValueError, match="too few OUT"):
+        pool.record_datasets(bad[0], 0)
+    ok = min(ins, key=ins.get)
+    i, o = pool.record_datasets(ok, 0)
+    assert len(i) == len(o) and not set(i) & set(o)
+
+
+def test_the_scale_warning_fires_for_small_pools_only():
+    from achilles.shadow.audit import _check_pool_sizes
+    from achilles.shadow.game import ScaleWarning
+    big = np.r_[np.ones((1000, 3)), np.zeros((1000, 3))].astype(bool)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScaleWarning)
+        _check_pool_sizes(big, 5, np.arange(3))  # about ±0.05: no warning
+    with pytest.warns(ScaleWarning, match="interval"):
+        _check_pool_sizes(big[::10], 5, np.arange(3))
+
+
+def test_the_run_id_is_the_digest_of_the_config_whatever_its_key_order(adult):
+    "A stored run is found again by its config's content: the id hashes the config with sorted keys."
+    import hashlib, json
+    df, _ = adult
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = audit(df.iloc[:600].reset_index(drop=True), "baynet", records=[0], n_datasets=40, dataset_size=200, rng=3, n_jobs=1,
+                  verbose=False, selectors=())
+    cfg = r.attrs["config"]
+    shuffled = dict(reversed(list(cfg.items())))
+    want = hashlib.sha256(json.dumps(shuffled, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    assert r.attrs["run_id"] == want
+    assert json.dumps(cfg, default=str) != json.dumps(cfg, sort_keys=True, default=str)  # the check above can tell the two apart
