@@ -277,3 +277,17 @@ def test_the_run_id_is_the_digest_of_the_config_whatever_its_key_order(adult):
     want = hashlib.sha256(json.dumps(shuffled, sort_keys=True, default=str).encode()).hexdigest()[:16]
     assert r.attrs["run_id"] == want
     assert json.dumps(cfg, default=str) != json.dumps(cfg, sort_keys=True, default=str)  # the check above can tell the two apart
+
+
+def test_bernoulli_rows_do_not_depend_on_the_chunking(adult):
+    "Issue 35's cost work: the bernoulli pool also computes chunk k + 1's features while chunk k is scored; with one record per chunk every row is the same."
+    df, schema = adult
+    kw = dict(records=6, n_datasets=40, dataset_size=200, order=1, selectors=(), rng=3, verbose=False, n_jobs=2)
+    with pytest.warns(Warning, match="n_datasets=40"):
+        one = audit(df, "baynet", **kw)
+    with pytest.warns(Warning, match="n_datasets=40"):
+        many = audit(df, "baynet", chunk=1, **kw)  # 6 chunks: the prefetch runs 5 times
+    assert len(one) == len(many) == 6
+    cols = [c for c in one.columns if c.startswith(("auc", "eps", "tpr")) or c in ("record", "n_in", "n_out")]
+    np.testing.assert_array_equal(one.sort_values("record")[cols].to_numpy(), many.sort_values("record")[cols].to_numpy())
+    assert many.attrs["seconds"]["waiting for features"] >= 0.0

@@ -365,3 +365,19 @@ def test_the_stack_falls_back_to_the_first_column_when_nothing_beats_chance():
     assert all(auc_interval(auc_score(y, C[:, j]), int(y.sum()), int(len(y) - y.sum()))[0] <= 0.5 for j in (0, 1))
     s_te, s_tr, w = _stack(C, y, C[:20], 0)
     assert w[0] > 0 and w[1] == 0 and np.ptp(s_te) > 0, w
+
+
+@pytest.mark.parametrize("n,p", [(1, 1), (31, 33), (32, 32), (65, 7), (200, 1335)])
+def test_center_t_is_numpys_transposed_difference_bit_for_bit(n, p):
+    "The tiled transpose (issue 35's cost work) against numpy's `X[perm].T - g`: ties, duplicate rows, NaN, inf and sizes off the 32-tile."
+    from achilles.shadow.pool_attack import _center_t
+    g = np.random.default_rng(n * 1000 + p)
+    X = g.integers(0, 3, size=(n, p)).astype(np.float32)  # ties everywhere
+    X[::2] = X[0]  # duplicate rows
+    if n * p > 4: X[n - 1, p - 1] = np.nan; X[0, -1] = np.inf
+    perm = g.permutation(n).astype(np.int64)
+    c = X.mean(0, dtype=np.float64).astype(np.float32)
+    want = X[perm].T - c[:, None]
+    got = _center_t(X, perm, c, np.empty((p, n), np.float32))
+    assert got.shape == (p, n)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

@@ -14,7 +14,60 @@ from ..core.validate import check_int
 from . import machine_line
 
 # %% auto #0
-__all__ = ['bench_audit', 'bench_population']
+__all__ = ['BASELINE_ENV', 'baseline_label', 'bench_audit', 'bench_population']
+
+# %% ../../nbs/50_perf/58a_audit.ipynb #e7dc4176
+BASELINE_ENV = "ACHILLES_BASELINE_PATH"  # a checkout of the code before issue 35, for `bench_audit`'s baseline row
+
+_BASELINE_SCRIPT = r'''
+import json, sys, tempfile, warnings
+sys.path.insert(0, sys.argv[1])
+import achilles
+if not achilles.__file__.startswith(sys.argv[1]):  # another install shadows the checkout: its timing would be of the wrong code
+    sys.exit(f"imported achilles from {achilles.__file__}, not from the checkout {sys.argv[1]}")
+from achilles.core.data import load_dataset
+from achilles.shadow.audit import audit
+gen, n, M = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+jobs = None if sys.argv[5] == "None" else int(sys.argv[5])
+df, schema = load_dataset("adult")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the warm-up's pool is small on purpose
+    audit(df, gen, records=10, n_datasets=40, dataset_size=1000, selectors=(), rng=9, n_jobs=jobs, verbose=False)
+with tempfile.TemporaryDirectory() as cache:
+    r = audit(df, gen, records=n, n_datasets=M, dataset_size=1000, selectors=(), rng=0, n_jobs=jobs, cache_dir=cache, verbose=False)
+c = r.attrs["config"]
+print("ACHILLES-BASELINE " + json.dumps(dict(file=achilles.__file__, seconds=r.attrs["seconds"], auc=r["auc"].tolist(),
+      attacks=list(c.get("attacks", [])), n_features=int(r["n_features"].iloc[0]) if "n_features" in r else -1)))
+'''
+
+def _check_baseline(path: str) -> str:
+    "The baseline checkout's root, once it is known to hold an achilles package (an error naming the path otherwise)."
+    import os
+    root = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.isfile(os.path.join(root, "achilles", "shadow", "audit.py")):
+        raise ValueError(f"baseline={path!r} (or ${BASELINE_ENV}) must be a checkout of achilles, the folder that holds achilles/shadow/audit.py; "
+                         "make one with `git worktree add ../achilles-pre35 88669e1`, the last commit before issue 35")
+    return root
+
+def baseline_label(root: str) -> str:
+    "The checkout and its commit (from git, when it is a git work tree)."
+    import subprocess
+    try: sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError): sha = ""
+    return f"{root}" + (f" at {sha}" if sha else "")
+
+def _baseline_audit(root: str, generator: str, n: int, M: int, jobs) -> pd.DataFrame:
+    """The audit of the checkout `root` on the same pool sizes and seed, run in its own interpreter (so that its modules never
+    mix with ours): a frame of its AUCs with its `attrs` (config and seconds), like `audit`'s."""
+    import json, subprocess, sys
+    p = subprocess.run([sys.executable, "-c", _BASELINE_SCRIPT, root, generator, str(n), str(M), str(jobs)], capture_output=True, text=True)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("ACHILLES-BASELINE ")), None)
+    if p.returncode != 0 or line is None:
+        raise RuntimeError(f"the baseline checkout {root} failed its audit (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    d = json.loads(line[len("ACHILLES-BASELINE "):])
+    out = pd.DataFrame(dict(auc=d["auc"]))
+    out.attrs.update(config=dict(attacks=d["attacks"], n_features=d["n_features"]), seconds=d["seconds"])
+    return out
 
 # %% ../../nbs/50_perf/58a_audit.ipynb #65851072
 def bench_audit(n: int = 200,  # records audited in the timed pool
@@ -28,9 +81,13 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
                 dataset: str = "adult",  # population: the data (a dataset name)
                 path: str | None = None,  # population: its file, for a dataset that is not bundled
                 jobs: int | None = None,  # generation workers, numba threads and record threads (None: all cores)
+                baseline: str | None = None,  # a checkout of the code before issue 35, timed in the same run (default: $ACHILLES_BASELINE_PATH)
                 verbose: bool = True,
                 ) -> dict:
     "The audit's stages and attack families at the real pool size, the default attacker against the previous one on the same pool, beside the paper's per-record game measured whole."
+    import os
+    baseline = baseline or os.environ.get(BASELINE_ENV) or None
+    if baseline is not None: baseline = _check_baseline(baseline)
     if population:
         return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose)
     import tempfile
@@ -57,35 +114,45 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
                               ("the default attacker", DEFAULT_ATTACKS, True)):
             runs[label] = audit(df, generator, records=n, n_datasets=M, dataset_size=1000, selectors=(), attacks=at, stack=st, rng=0,
                                 n_jobs=jobs, cache_dir=cache, verbose=False)
-    def cost(r, records):  # seconds of the attack (everything but generation) for `records` records of this pool
+    if baseline is not None: runs[f"code before issue 35 ({baseline_label(baseline)})"] = _baseline_audit(baseline, generator, n, M, jobs)
+    def wall(r):  # the attack's wall seconds: the run's total but its plan and generation (features overlap scoring since issue 35)
         s = r.attrs["seconds"]
-        return s.get("dataset signals", 0.0) + s["features"] / n * records + s["classifiers"] / n * records
+        return s["total"] - s["plan"] - s["generation"]
+    def cost(r, records):  # seconds of the attack (everything but generation) for `records` records of this pool
+        sig = r.attrs["seconds"].get("dataset signals", 0.0)  # paid once per dataset, whatever the records
+        return sig + (wall(r) - sig) / n * records
     say(f"\ntimed: {n} records x {M:,} datasets of 1,000 ({generator}), the same pool for both attackers ({'; '.join(f'{k}: {len(v)} rows' for k, v in runs.items())})")
     rows = []
     for label, r in runs.items():
         s = r.attrs["seconds"]
         rows.append(dict(attacker=label, attacks="+".join(r.attrs["config"]["attacks"]), features_per_pair=r.attrs["config"]["n_features"],
                          dataset_signals_s=s.get("dataset signals", 0.0), features_s=s["features"], classifiers_s=s["classifiers"],
+                         attack_wall_s=wall(r),
                          us_per_pair_timed=cost(r, n) / (n * M) * 1e6, us_per_pair_at_target=cost(r, R) / (R * M) * 1e6,
                          mean_auc=r["auc"].mean()))
     tab = pd.DataFrame(rows)
-    ratio_t, ratio = (tab.iloc[1]["us_per_pair_timed"] / tab.iloc[0]["us_per_pair_timed"],
-                      tab.iloc[1]["us_per_pair_at_target"] / tab.iloc[0]["us_per_pair_at_target"])
+    new = tab.iloc[1]
+    ref = tab.iloc[2] if baseline is not None else tab.iloc[0]  # the target's baseline: the code before issue 35 when it is given
+    ratio_t, ratio = new["us_per_pair_timed"] / ref["us_per_pair_timed"], new["us_per_pair_at_target"] / ref["us_per_pair_at_target"]
+    marginal = new["us_per_pair_at_target"] / tab.iloc[0]["us_per_pair_at_target"]
     with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
         say(tab.to_string(index=False))
-    say(f"cost per (record, dataset) pair, default / previous: {ratio_t:.2f}x as timed ({n} records; the dataset-level signals are paid once "
-        f"per dataset), {ratio:.2f}x at {R:,} records (target: <= 1.3x); attack throughput "
-        f"{tab.iloc[1]['features_per_pair'] * R * M / cost(runs['the default attacker'], R) / max(1, jobs or 1):,.0f} pair-features per "
+    vs = ("the code before issue 35" if baseline is not None else
+          f"the previous attacker on today's code (set {BASELINE_ENV} to a checkout of the code before issue 35 to time that too)")
+    say(f"cost per (record, dataset) pair, default / {vs}: {ratio_t:.2f}x as timed ({n} records; the dataset-level signals are paid once "
+        f"per dataset), {ratio:.2f}x at {R:,} records (target: <= 1.3x); default / previous attacker on today's code: {marginal:.2f}x (what "
+        f"the new families cost); attack throughput "
+        f"{new['features_per_pair'] * R * M / cost(runs['the default attacker'], R) / max(1, jobs or 1):,.0f} pair-features per "
         f"second per core")
     r = runs["the default attacker"]; s = r.attrs["seconds"]
-    per_dataset, per_pair, per_record = s["generation"] / M, s["features"] / (M * n), s["classifiers"] / n
     gen = next(iter(runs.values())).attrs["seconds"]["generation"]
-    est = dict(plan=s["plan"], generation=gen, dataset_signals=s.get("dataset signals", 0.0), features=per_pair * M * R,
-               classifiers=per_record * R)
+    est = dict(plan=s["plan"], generation=gen, dataset_signals=s.get("dataset signals", 0.0),
+               attack=cost(r, R) - s.get("dataset signals", 0.0))
     total = sum(est.values())
     say(f"{R:,} records x {M:,} datasets with the default attacker (records scaled from the {n} timed; the pool is real): generation "
-        f"{est['generation'] / 60:.1f} min, dataset signals {est['dataset_signals'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
-        f"classifiers {est['classifiers'] / 60:.1f} min; total {total / 60:.1f} min (target: <= 10 min on 2 cores); {total / R:.2f} s per record")
+        f"{est['generation'] / 60:.1f} min, dataset signals {est['dataset_signals'] / 60:.1f} min, features and classifiers "
+        f"{est['attack'] / 60:.1f} min (wall; their own times {s['features']:.1f} s and {s['classifiers']:.1f} s overlap); total "
+        f"{total / 60:.1f} min (target: <= 10 min on 2 cores); {total / R:.2f} s per record")
     # per family, on a slice of the same pool (its datasets come back from a fresh generation of the same specs: no cache kept)
     k = min(slice_records, n)
     pm = PoolModel(df, schema, generator, None, 1000, "adult")
@@ -138,7 +205,7 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
         f"{t_game - (t1 - t0):.1f} s; AUC {res.value:.3f}); {t_game * R / 3600:.1f} h for {R:,} records")
     say(f"ratio per record: {t_game / (total / R):.0f}x (audit {total / R:.2f} s per record, the default attacker)")
     return dict(seconds=s, estimate=est, total_estimate=total, per_record=total / R, families=fam, attackers=tab, pair_ratio=ratio,
-                pair_ratio_timed=ratio_t, game_per_record=t_game, ratio=t_game / (total / R))
+                pair_ratio_timed=ratio_t, pair_ratio_marginal=marginal, game_per_record=t_game, ratio=t_game / (total / R))
 
 
 # %% ../../nbs/50_perf/58a_audit.ipynb #c234fe18

@@ -328,25 +328,32 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
     meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
                 n_datasets=M, dataset_size=pm.dataset_size, attacks="+".join(attacks), n_features=plan.n_features,
                 classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
-    rows = []
-    bar = progress(total=len(todo), desc="records", verbose=verbose)
-    for s in range(0, len(todo), chunk):
-        part = todo[s:s + chunk]
-        t = time.perf_counter()
-        R = len(part)
+    def features(s):  # one chunk's pairs; the kernel releases the GIL, so the next chunk's features overlap this chunk's scoring
+        t0 = time.perf_counter()
+        part = todo[s:s + chunk]; R = len(part)
         X = _pair_block(pm, plan, stacked, ref, gh, part, np.repeat(np.arange(M), R), np.tile(np.arange(R), M), root, threads,
                         times).reshape(M, R, plan.n_features)
-        times["features"] += time.perf_counter() - t
-        t = time.perf_counter()
-        def one(k):
-            rid = int(part[k])
-            y = pool.membership[:, pos[rid]].astype(np.int64)
-            return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
-                                rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
-                                rarest=-1 if rar is None else int(rar[rid]), stack=stack)
-        with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
-            _keep_rows(ex.map(one, range(R)), part, sel.iloc[s:s + R], meta, store, run, rows, bar)
-        times["classifiers"] += time.perf_counter() - t
+        return part, X, time.perf_counter() - t0
+    rows = []
+    bar = progress(total=len(todo), desc="records", verbose=verbose)
+    starts = list(range(0, len(todo), chunk))
+    with ThreadPoolExecutor(max_workers=1) as fx, limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
+        nxt = fx.submit(features, starts[0]) if starts else None
+        for n_chunk, s in enumerate(starts):
+            t = time.perf_counter()
+            part, X, t_feat = nxt.result()
+            times["features"] += t_feat  # the features' own time (it overlaps the previous chunk's scoring: `total` is the wall)
+            times["waiting for features"] = times.get("waiting for features", 0.0) + time.perf_counter() - t
+            nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
+            t = time.perf_counter()
+            def one(k, part=part, X=X):
+                rid = int(part[k])
+                y = pool.membership[:, pos[rid]].astype(np.int64)
+                return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
+                                    rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
+                                    rarest=-1 if rar is None else int(rar[rid]), stack=stack)
+            _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
+            times["classifiers"] += time.perf_counter() - t
     bar.close()
     times.update(generated=counts["generated"], cached=counts["cached"])
     return rows
