@@ -381,12 +381,18 @@ def cmd_audit(args) -> int:
     rows = audit(_by_name(args, df), args.generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
                  dataset_size=args.dataset_size,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
-                 classifier=args.classifier, folds=args.folds, name=name, store=store, cache_dir=args.cache_dir or None, rng=args.seed,
-                 n_jobs=args.jobs, verbose=not args.quiet)
+                 classifier=args.classifier, folds=args.folds, null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
+                 cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
     auc = rows["auc"]
     sec = rows.attrs["seconds"]
     print(f"{len(rows)} records: AUC median {auc.median():.3f}; {int((auc > 0.8).sum())} records above 0.8, {int((auc > 0.9).sum())} above 0.9"
           f" (the stack of: {'+'.join(rows.attrs['config']['attacks'])})")
+    if "q_value" in rows and len(rows):
+        k = float(rows["auc_inflation"].iloc[0])
+        print(f"at risk (AUC above 0.5): {int((rows['q_value'] <= 0.05).sum())} records at a false discovery rate of 5 % (Benjamini-Hochberg "
+              f"q <= 0.05), {int((rows['auc_p'] <= 0.05 / len(rows)).sum())} with a family-wise error of 5 % (Bonferroni); the first is the "
+              f"count to act on record by record, the second the one to quote for the release as a whole. Intervals and p-values are "
+              f"{k:.2f}x Hanley-McNeil's, as {rows.attrs['config'].get('null_fits', 0)} refits with permuted labels measured")
     fam = [c for c in rows.columns if c.startswith("auc_") and c[4:] in rows.attrs["config"]["attacks"]]
     if fam: print("mean AUC per attack family: " + ", ".join(f"{c[4:]} {rows[c].mean():.3f}" for c in fam) + f"; stacked {auc.mean():.3f}")
     if "lead" in rows and len(rows): print("the family each record's stack leant on most: " + ", ".join(f"{k} {v}" for k, v in rows["lead"].value_counts().items()))
@@ -396,7 +402,8 @@ def cmd_audit(args) -> int:
     if sel and len(rows) > 2:
         print("Spearman correlation of each selector's score with the AUC: "
               + ", ".join(f"{c[6:]} {rows[c].corr(auc, method='spearman'):+.3f}" for c in sel))
-    cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "tpr@0.1", "tpr@0.01", "eps_lower"] + fam + sel
+    cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "q_value", "tpr@0.1", "tpr@0.01", "eps_lower"] + fam + sel
+    cols = [c for c in cols if c in rows]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
     if store is not None: print(f"rows in {args.results} (kind audit, run {rows.attrs['run_id']}; a rerun resumes from them)")
@@ -725,6 +732,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--classifier", default="lda", choices=["lda", "logistic", "rf"],
                     help="per-record model: lda (a likelihood ratio, default), logistic, or rf (the paper's random forest)")
     au.add_argument("--folds", type=_POS, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
+    au.add_argument("--null-fits", type=_int_in(0), default=None,
+                    help="refits with permuted labels that measure how much wider than Hanley-McNeil each AUC interval must be (default: twice "
+                         "the records, 20 to 200; 0: none, and the intervals are too narrow)")
     au.add_argument("--top", type=_POS, default=20, help="riskiest records to print")
     au.add_argument("--seed", type=int, default=0); au.add_argument("--jobs", type=_JOBS, default=1)
     au.add_argument("--results", default="results/achilles.sqlite", help="results store (kind audit; reruns resume); '' for none")
@@ -763,7 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", nargs="?", default=None, help="the CSV to import (results import FILE.csv)")
     r.add_argument("--results", default="results/achilles.sqlite", help="the results store")
     r.add_argument("--csv", default=None, help="export: write a CSV here"); r.add_argument("--parquet", default=None)
-    r.add_argument("--kind", default=None, choices=["attack", "audit", "metric"], help="export only rows of this kind")
+    r.add_argument("--kind", default=None, choices=["attack", "audit", "metric", "calibration"], help="export only rows of this kind (calibration: the audit's permutation refits)")
     r.add_argument("--force", action="store_true", help="export: replace an existing file")
     r.add_argument("--raw-csv", action="store_true", help=_RAW_HELP)
     r.set_defaults(func=cmd_results)

@@ -112,3 +112,13 @@ def test_cli_report(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
     assert main(argv[:-3] + ["--out", str(csv), "--force"]) == 2  # never over the input
     assert main(argv[:-3] + ["--out", str(tmp_path / "x.html"), "--remedy-top", "15"]) == 2  # 2 x 15 > 20 records
+
+
+def test_the_summary_prints_corrected_counts_when_the_audit_has_q_values():
+    "Issue 36: 'at risk' is counted twice, at a 5 % false discovery rate and at a 5 % family-wise error, and the difference is said."
+    import pandas as _pd
+    from achilles.experiments.custodian import CustodianReport
+    a = _pd.DataFrame(dict(auc=[0.9, 0.7, 0.55, 0.5], auc_p=[1e-6, 0.004, 0.02, 0.5], q_value=[4e-6, 0.008, 0.027, 0.5]))
+    s = CustodianReport(audit=a, top=None, nobox=None, remove=None, suppress=None).summary()
+    assert "3 records at a 5% false discovery rate" in s and "2 at a 5% family-wise error" in s and "release as a whole" in s
+    assert "false discovery" not in CustodianReport(audit=a[["auc"]], top=None, nobox=None, remove=None, suppress=None).summary()

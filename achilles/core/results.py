@@ -18,8 +18,9 @@ from .validate import check_fraction
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'bootstrap_interval',
-           'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'tpr_at_fpr', 'check_labels', 'RiskResult',
-           'plot_roc', 'StoreError', 'ResultsStore', 'ImportResult', 'read_results']
+           'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'auc_se', 'null_inflation', 'auc_p_value',
+           'bh_q_values', 'eps_ceiling', 'gdp_mu_lower', 'gdp_delta', 'gdp_epsilon', 'eps_lower_gdp', 'tpr_at_fpr',
+           'check_labels', 'RiskResult', 'plot_roc', 'StoreError', 'ResultsStore', 'ImportResult', 'read_results']
 
 # %% ../../nbs/00_core/05_results.ipynb #a87acca0
 _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -45,13 +46,14 @@ def auc_interval(auc: float,  # the AUC
                  n_pos: int,  # positives (IN)
                  n_neg: int,  # negatives (OUT)
                  confidence: float = 0.95,
+                 inflation: float = 1.0,  # the standard error's widening for cross-fitted scores (`null_inflation`)
                  ) -> tuple[float, float]:
-    "Hanley & McNeil (1982) normal interval for an AUC, clipped to [0, 1]."
+    "Hanley & McNeil (1982) normal interval for an AUC, its half-width times `inflation`, clipped to [0, 1]."
     if n_pos < 1 or n_neg < 1: return (math.nan, math.nan)
     a = min(max(auc, 1e-12), 1 - 1e-12)
     q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
     var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
-    h = _z(confidence) * math.sqrt(max(var, 0.0))
+    h = _z(confidence) * math.sqrt(max(var, 0.0)) * inflation
     return (max(0.0, auc - h), min(1.0, auc + h))
 
 def bootstrap_interval(outcomes,  # per-record outcomes (e.g. 0/1 successes, or per-record scores)
@@ -108,6 +110,86 @@ def epsilon_bounds(tp,  # IN datasets the test flags
     with np.errstate(divide="ignore", invalid="ignore"):
         e = np.where((num > 0) & (fh > 0), np.log(np.maximum(num, 1e-300) / np.where(fh > 0, fh, 1.0)), 0.0)
     return np.maximum(e, 0.0)
+
+# %% ../../nbs/00_core/05_results.ipynb #f82a0163
+def auc_se(auc: float, n_pos: int, n_neg: int) -> float:
+    "Hanley & McNeil's standard error of an AUC from n_pos positives and n_neg negatives (nan without both)."
+    if n_pos < 1 or n_neg < 1: return math.nan
+    a = min(max(auc, 1e-12), 1 - 1e-12)
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    return math.sqrt(max((a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg), 0.0))
+
+def null_inflation(null_aucs,  # AUCs of the attack refitted on permuted labels (no signal: their mean is 0.5)
+                   n_pos,  # IN datasets of each (an int, or one per AUC)
+                   n_neg,  # OUT datasets of each
+                   ) -> float:
+    """How much wider than Hanley-McNeil the attack's AUC varies under no signal, from z = (AUC - 0.5) / SE0 (SE0: Hanley-McNeil's
+    standard error at 0.5): the larger of the root mean square of z and its upper 97.5 % quantile over 1.96, never below 1 (the audit
+    widens intervals, it never narrows them). The quantile matters: the stacked attacker's null is skewed, mostly at or below 0.5 with
+    a long upper tail (1,200 null records: RMS 1.10, upper quantile 1.31), and an interval's lower end is tested in that tail."""
+    a = np.asarray(null_aucs, np.float64).ravel()
+    if len(a) < 2: raise ValueError(f"null_aucs has {len(a)} value(s): the inflation needs at least 2 permutation AUCs")
+    if not np.isfinite(a).all() or (a < 0).any() or (a > 1).any(): raise ValueError("null_aucs must be AUCs in [0, 1]")
+    n1, n0 = np.broadcast_to(np.asarray(n_pos), a.shape), np.broadcast_to(np.asarray(n_neg), a.shape)
+    se0 = np.array([auc_se(0.5, int(p), int(q)) for p, q in zip(n1, n0)])
+    if not np.isfinite(se0).all(): raise ValueError("every permutation AUC needs IN and OUT datasets (n_pos, n_neg >= 1)")
+    z = (a - 0.5) / se0
+    return float(max(1.0, math.sqrt(np.mean(z ** 2)), np.quantile(z, 0.975) / 1.959963984540054))
+
+def auc_p_value(auc: float, n_pos: int, n_neg: int, inflation: float = 1.0) -> float:
+    "One-sided p-value of 'AUC > 0.5' (no membership signal under the null): the normal tail at 0.5, Hanley-McNeil's SE widened by `inflation`."
+    from scipy.special import ndtr
+    se = auc_se(0.5, n_pos, n_neg) * inflation
+    return float(ndtr(-(auc - 0.5) / se)) if se > 0 else math.nan
+
+def bh_q_values(p) -> np.ndarray:
+    "Benjamini-Hochberg adjusted p-values (q-values): the smallest FDR level at which each test is rejected; nan stays nan, out of the count."
+    p = np.asarray(p, np.float64)
+    q = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if len(ok) == 0: return q
+    if (p[ok] < 0).any() or (p[ok] > 1).any(): raise ValueError("p-values must lie in [0, 1]")
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    adj = p[order] * m / np.arange(1, m + 1)
+    q[order] = np.minimum(np.minimum.accumulate(adj[::-1])[::-1], 1.0)
+    return q
+
+# %% ../../nbs/00_core/05_results.ipynb #ff8c57bc
+def eps_ceiling(n_in, n_out, delta: float = 0.0, alpha: float = 0.025):
+    "The largest `epsilon_bounds` value n_in IN and n_out OUT datasets can show (every IN flagged, no OUT): what a bound near it measures is the pool's size."
+    return epsilon_bounds(n_in, n_in, 0, n_out, delta=delta, alpha=alpha)
+
+def gdp_mu_lower(tp, n_in, fp, n_out, alpha: float = 0.025):
+    """μ below which no μ-GDP mechanism could show these counts: Φ⁻¹(TPR_low) − Φ⁻¹(FPR_high), each rate's one-sided Clopper-Pearson
+    bound at 1 − alpha (0 where the counts show nothing); vectorised. Assumption-free: it rules out μ-GDP, whatever the mechanism."""
+    from scipy.special import ndtri
+    tl, fh = np.asarray(cp_lower(tp, n_in, alpha), np.float64), np.asarray(cp_upper(fp, n_out, alpha), np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu = ndtri(tl) - ndtri(fh)
+    return np.maximum(np.where(np.isfinite(mu), mu, 0.0), 0.0)
+
+def gdp_delta(eps: float, mu: float) -> float:
+    "δ(ε) of a μ-GDP mechanism: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Dong, Roth and Su, 2022, Corollary 2.13), in log space for large ε."
+    from scipy.special import log_ndtr, ndtr
+    if mu <= 0: return 0.0
+    return float(max(ndtr(-eps / mu + mu / 2) - math.exp(eps + log_ndtr(-eps / mu - mu / 2)), 0.0))
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    "The ε a μ-GDP mechanism has at δ (the smallest ε with δ(ε) <= δ); 0 for μ = 0, inf for δ = 0 and μ > 0."
+    from scipy.optimize import brentq
+    mu, delta = float(mu), float(delta)
+    if not 0 <= delta < 1: raise ValueError(f"delta={delta} must lie in [0, 1)")
+    if mu < 0 or not math.isfinite(mu): raise ValueError(f"mu={mu} must be finite and >= 0")
+    if mu == 0 or gdp_delta(0.0, mu) <= delta: return 0.0
+    if delta == 0: return math.inf
+    hi = 1.0
+    while gdp_delta(hi, mu) > delta: hi *= 2
+    return float(brentq(lambda e: gdp_delta(e, mu) - delta, 0.0, hi, xtol=1e-10))
+
+def eps_lower_gdp(tp, n_in, fp, n_out, delta: float, alpha: float = 0.025) -> float:
+    "ε at δ of the weakest μ-GDP mechanism these counts allow (`gdp_mu_lower` then `gdp_epsilon`): a lower bound on ε at δ if the mechanism's trade-off is Gaussian."
+    return gdp_epsilon(float(gdp_mu_lower(tp, n_in, fp, n_out, alpha)), delta)
 
 # %% ../../nbs/00_core/05_results.ipynb #ce9c25ac
 def tpr_at_fpr(fpr: np.ndarray,  # ROC false positive rates, non-decreasing (as `sklearn.metrics.roc_curve` returns them)
@@ -288,7 +370,7 @@ import datetime as _dt
 import os, sqlite3
 
 SCHEMA_VERSION = 1
-KINDS = ("attack", "audit", "metric")
+KINDS = ("attack", "audit", "metric", "calibration")  # calibration: the audit's permutation refits (`null_inflation`)
 _COLUMNS = ("dataset", "dataset_hash", "generator", "generator_params", "selector", "attack", "profile", "seed")
 
 class StoreError(OSError):

@@ -168,8 +168,15 @@ class CustodianReport:
     def summary(self) -> str:
         "One sentence: how many records are above 0.8 and 0.9, and the median."
         a = self.audit["auc"]
-        return (f"{len(a)} records audited: median AUC {a.median():.3f}; {int((a > 0.8).sum())} above 0.8 and "
-                f"{int((a > 0.9).sum())} above 0.9 (0.5 = an attacker does no better than chance).")
+        s = (f"{len(a)} records audited: median AUC {a.median():.3f}; {int((a > 0.8).sum())} above 0.8 and "
+             f"{int((a > 0.9).sum())} above 0.9 (0.5 = an attacker does no better than chance).")
+        if "q_value" in self.audit and len(a):
+            s += (f" At risk beyond chance: {int((self.audit['q_value'] <= 0.05).sum())} records at a 5% false discovery rate "
+                  f"(Benjamini-Hochberg), {int((self.audit['auc_p'] <= 0.05 / len(a)).sum())} at a 5% family-wise error (Bonferroni); "
+                  "the first tells you which records to act on (it aims to keep false alarms to 1 in 20 of them; the p-values are still "
+                  "somewhat optimistic in the far tail, so weigh records near the cut-off with care), the second is "
+                  "the count to quote for the release as a whole.")
+        return s
 
     def _body(self) -> str:
         c = self.config

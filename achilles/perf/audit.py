@@ -119,15 +119,16 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
         s = r.attrs["seconds"]
         return s["total"] - s["plan"] - s["generation"]
     def cost(r, records):  # seconds of the attack (everything but generation) for `records` records of this pool
-        sig = r.attrs["seconds"].get("dataset signals", 0.0)  # paid once per dataset, whatever the records
-        return sig + (wall(r) - sig) / n * records
+        s = r.attrs["seconds"]
+        fixed = s.get("dataset signals", 0.0) + s.get("calibration", 0.0)  # paid once per pool and run, whatever the records
+        return fixed + (wall(r) - fixed) / n * records
     say(f"\ntimed: {n} records x {M:,} datasets of 1,000 ({generator}), the same pool for both attackers ({'; '.join(f'{k}: {len(v)} rows' for k, v in runs.items())})")
     rows = []
     for label, r in runs.items():
         s = r.attrs["seconds"]
         rows.append(dict(attacker=label, attacks="+".join(r.attrs["config"]["attacks"]), features_per_pair=r.attrs["config"]["n_features"],
                          dataset_signals_s=s.get("dataset signals", 0.0), features_s=s["features"], classifiers_s=s["classifiers"],
-                         attack_wall_s=wall(r),
+                         calibration_s=s.get("calibration", 0.0), attack_wall_s=wall(r),
                          us_per_pair_timed=cost(r, n) / (n * M) * 1e6, us_per_pair_at_target=cost(r, R) / (R * M) * 1e6,
                          mean_auc=r["auc"].mean()))
     tab = pd.DataFrame(rows)

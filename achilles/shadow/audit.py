@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
-from ..core.results import ResultsStore, auc_interval
+from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflation
 from ..core.rng import seed_child, seed_root
 from ..core.runtime import limit_threads, progress
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
@@ -27,8 +27,8 @@ from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, DCR, DEFAULT_ATT
 from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
-__all__ = ['DESIGNS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan', 'score_record', 'selector_table', 'audit',
-           'PopulationPool', 'plan_population', 'population_stack']
+__all__ = ['DESIGNS', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan', 'score_record', 'selector_table',
+           'audit', 'PopulationPool', 'plan_population', 'population_stack']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -120,6 +120,7 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
                  rarest: int = -1,  # the plan's column that counts the record's rarest value (`FeaturePlan.single_column`); -1: none
                  return_scores: bool = False,  # also return the stack's out-of-fold score of every dataset
                  stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
+                 inflation: float = 1.0,  # the AUC standard error's widening measured by the run's permutation refits (`null_inflation`)
                  ):
     "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
     attacks = check_attacks(attacks)
@@ -131,7 +132,7 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
     fam = {k: v for k, v in plan.families().items() if k in attacks}
     res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
                           untrained=untrained, stack=stack)
-    row = membership_row(res, y, delta=delta)
+    row = membership_row(res, y, delta=delta, inflation=inflation)
     return (row, res["scores"][COMBINED]) if return_scores else row
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
@@ -195,6 +196,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           folds: int = 5,  # cross-fitting folds: every dataset is scored by a model fitted on the others
           screen: int = 150,  # most features one model keeps (chosen on its training folds)
           delta: float = 0.0,  # δ of the ε lower bound
+          null_fits: int | str = "auto",  # refits with permuted labels that measure how much wider than Hanley-McNeil the AUC varies ("auto": twice the records, 20 to 200; 0: none, and intervals are too narrow)
           reference: int = 1000,  # population records drawn (seeded) for the classifier and Gen-LRA to compare synthetic records with
           selectors=("distance", "rare", "loglik"),  # scores to put beside the AUC
           name: str | None = None,  # what the data is called in the store (default: its dataset name, or "custom")
@@ -214,6 +216,9 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     folds = check_int("folds", folds, lo=2, hi=50)
     screen = check_int("screen", screen, lo=1)
     delta = check_float("delta", delta, 0.0, 1.0, hi_open=True)
+    if not (isinstance(null_fits, str) and null_fits == "auto"):
+        null_fits = check_int("null_fits", null_fits, lo=0)
+        if null_fits == 1: raise ValueError("null_fits=1: the inflation needs at least 2 permutation refits (or 0 for none)")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     check_choice("design", design, DESIGNS)
     if isinstance(data, pd.DataFrame): df, label = data, "custom"
@@ -227,6 +232,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
+    if isinstance(null_fits, str): null_fits = int(min(200, max(20, 2 * len(targets))))  # "auto": the calibration costs at most twice the audit's fits
     design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
     if design == "population":
         if n_datasets is not None:
@@ -243,7 +249,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors),
-                  **({} if stack else {"stack": False}))
+                  **({} if stack else {"stack": False}), null_fits=null_fits)
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
@@ -252,17 +258,18 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
-    extra = dict(reference=reference, stack=bool(stack))
+    extra = dict(reference=reference, stack=bool(stack), null_fits=null_fits)
     rows = []
     if len(todo) and design == "population":
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times, **extra)
+                                 cache_dir, root, n_jobs, verbose, times, targets=targets, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times, **extra)
     out = store.read("audit", run) if store is not None else pd.DataFrame(rows)
     out = out[out["record"].astype(int).isin(targets)] if len(out) else out
     out = out.sort_values("record").reset_index(drop=True) if len(out) else out
+    if len(out) and "auc_p" in out: out["q_value"] = bh_q_values(out["auc_p"].to_numpy(np.float64))  # over this run's audited records
     out.attrs.update(config=config, run_id=run, seconds=dict(times, total=time.perf_counter() - t0))
     return out
 
@@ -307,7 +314,7 @@ def _rarest_columns(pm, plan, attacks):
     return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
 
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                root, n_jobs, verbose, times, reference=1000, stack=True):
+                root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200):
     "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
     t = time.perf_counter()
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
@@ -325,6 +332,8 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
     workers = threads or 1
     chunk = chunk or max(1, int(256e6 // (4 * M * max(plan.n_features, 1))))
     pos = {int(r): i for i, r in enumerate(targets)}
+    inflation, _ = _null_calibration(pm, plan, stacked, ref, gh, targets, lambda r: (np.arange(M), pool.membership[:, pos[r]].astype(np.int64)),
+                                     attacks, classifier, folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
     meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
                 n_datasets=M, dataset_size=pm.dataset_size, attacks="+".join(attacks), n_features=plan.n_features,
                 classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
@@ -351,12 +360,56 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
                 y = pool.membership[:, pos[rid]].astype(np.int64)
                 return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
-                                    rarest=-1 if rar is None else int(rar[rid]), stack=stack)
+                                    rarest=-1 if rar is None else int(rar[rid]), stack=stack, inflation=inflation)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
     times.update(generated=counts["generated"], cached=counts["cached"])
     return rows
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #a96c57a7
+NULL_RECORDS = 10  # records whose labels the calibration permutes: a seeded sample of the audited ones
+
+def _null_calibration(pm, plan, stacked, ref, gh, targets, datasets_of, attacks, classifier, folds, screen, delta, root, threads,
+                      times, store, run, null_fits, stack, rar) -> tuple:
+    """The run's AUC inflation (`null_inflation`): `null_fits` refits of the attacker with permuted labels, spread over a seeded
+    sample of the audited records (`datasets_of(record)` gives its datasets and labels). Each refit's AUC is stored as it is made
+    (kind "calibration"), so a rerun reads them back instead of refitting. Returns (inflation, the null AUCs)."""
+    if null_fits == 0: return 1.0, np.zeros(0)
+    t = time.perf_counter()
+    g = np.random.default_rng(seed_child(root, 10))
+    cal = np.sort(g.choice(targets, min(NULL_RECORDS, len(targets)), replace=False))
+    per = -(-null_fits // len(cal))
+    jobs = [(int(r), b) for r in cal for b in range(per)][:null_fits]
+    nrun = f"{run}-null"
+    have = {}
+    if store is not None:
+        old = store.read("calibration", nrun)
+        have = {str(i): (float(a), int(p), int(q)) for i, a, p, q in zip(old["item"], old["auc"], old["n_in"], old["n_out"])} if len(old) else {}
+    need = sorted({r for r, b in jobs if f"{r}:{b}" not in have})
+    if need:
+        sets = {r: datasets_of(r) for r in need}
+        pd_ = np.concatenate([sets[r][0] for r in need])
+        pt = np.concatenate([np.full(len(sets[r][0]), k) for k, r in enumerate(need)])
+        X = _pair_block(pm, plan, stacked, ref, gh, np.asarray(need, np.int64), pd_, pt, root, threads, times)
+        bounds = dict(zip(need, np.split(np.arange(len(pd_)), np.cumsum([len(sets[r][0]) for r in need])[:-1])))
+        def one(job):
+            r, b = job
+            y = sets[r][1][np.random.default_rng(seed_child(seed_child(seed_child(root, 11), r), b)).permutation(len(sets[r][1]))]
+            fig = score_record(X[bounds[r]], y, plan, attacks, classifier, folds, screen,
+                               rng=np.random.default_rng(seed_child(seed_child(seed_child(root, 12), r), b)), delta=delta, n_jobs=1,
+                               rarest=-1 if rar is None else int(rar[r]), stack=stack)
+            return job, fig
+        todo = [j for j in jobs if f"{j[0]}:{j[1]}" not in have]
+        with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=threads or 1) as ex:
+            for (r, b), fig in ex.map(one, todo):
+                have[f"{r}:{b}"] = (fig["auc"], fig["n_in"], fig["n_out"])
+                if store is not None:
+                    store.append("calibration", nrun, f"{r}:{b}", dict(record=r, permutation=b, auc=fig["auc"], n_in=fig["n_in"],
+                                                                      n_out=fig["n_out"], run_id=nrun, achilles_version=__version__))
+    a = np.array([have[f"{r}:{b}"] for r, b in jobs])
+    times["calibration"] = times.get("calibration", 0.0) + time.perf_counter() - t
+    return null_inflation(a[:, 0], a[:, 1].astype(int), a[:, 2].astype(int)), a[:, 0]
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #6406795c
 @dataclass(frozen=True, eq=False)
@@ -446,7 +499,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
-                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True):
+                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None):
     "Score the records `todo` of a population pool; one row per record, stored as it is scored."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     workers = threads or 1
@@ -461,6 +514,11 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
         X = _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times)
         return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])], time.perf_counter() - t0
     rar = _rarest_columns(pm, plan, attacks)
+    def datasets_of(r):  # a record's IN and OUT datasets, and their labels
+        i, o = pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r)))
+        return np.concatenate([i, o]), np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
+    inflation, _ = _null_calibration(pm, plan, stacked, ref, gh, todo if targets is None else targets, datasets_of, attacks, classifier,
+                                     folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
     starts = list(range(0, len(todo), chunk))
@@ -478,7 +536,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
                 return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
-                                    rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack)
+                                    rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack, inflation=inflation)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -486,7 +544,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times, reference=1000, stack=True):
+                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -506,4 +564,4 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
-                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack)
+                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets)

@@ -13,7 +13,8 @@ from numba import njit, prange
 
 from ..core.data import Encoded, Schema
 from ..core.registry import Registry
-from ..core.results import FPR_LEVELS, auc_interval, clopper_pearson, epsilon_bounds
+from ..core.results import (FPR_LEVELS, auc_interval, auc_p_value, clopper_pearson, eps_ceiling, epsilon_bounds, gdp_epsilon,
+                                 gdp_mu_lower)
 from ..core.rng import check_rng
 from ..core.runtime import limit_threads
 from ..core.validate import check_int
@@ -21,9 +22,9 @@ from ..core.validate import check_int
 # %% auto #0
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
            'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
-           'POOLED', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order', 'check_attacks', 'feature_plan',
-           'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features', 'transform_features', 'lda_fit',
-           'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact', 'membership_row']
+           'POOLED', 'GDP_DELTA', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order', 'check_attacks',
+           'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features', 'transform_features',
+           'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact', 'membership_row']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -814,14 +815,19 @@ def tpr_at_fpr_exact(scores: np.ndarray, y: np.ndarray, level: float) -> tuple:
     i = np.flatnonzero(ok)[-1]
     return int(tp[i]), int(fp[i])
 
+GDP_DELTA = 1e-5  # the δ at which `eps_lower_gdp` is stated
+
 def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float = 0.0, alpha: float = 0.05,
-                   confidence: float = 0.95) -> dict:
+                   confidence: float = 0.95,
+                   inflation: float = 1.0,  # the AUC standard error's widening for cross-fitted scores (`null_inflation`)
+                   ) -> dict:
     "A record's audit figures: the combined attack's AUC (Hanley-McNeil CI), TPR at low FPRs (Clopper-Pearson), ε lower bound, each family's AUC, the stack's lead."
     y = np.asarray(y, np.int64); n1 = int(y.sum()); n0 = len(y) - n1
     s = res["scores"][COMBINED]
     auc = auc_score(y, s)
-    lo, hi = auc_interval(auc, n1, n0, confidence)
-    row = dict(auc=auc, auc_ci_low=lo, auc_ci_high=hi, n_in=n1, n_out=n0)
+    lo, hi = auc_interval(auc, n1, n0, confidence, inflation)
+    row = dict(auc=auc, auc_ci_low=lo, auc_ci_high=hi, auc_p=auc_p_value(auc, n1, n0, inflation), auc_inflation=float(inflation),
+               n_in=n1, n_out=n0)
     for lv in fpr_levels:
         key = f"tpr@{lv:g}"
         if n0 * lv < 1:  # no threshold can show an FPR this small with n0 OUT datasets
@@ -830,7 +836,13 @@ def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float
         row[key] = tp / n1
         row[key + "_low"], row[key + "_high"] = clopper_pearson(tp, n1, confidence)
     e = [float(epsilon_bounds(*c, delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
-    row["eps_lower"] = max(0.0, *e)
+    row["eps_lower"] = max(0.0, *e)  # replace-one adjacency: a group of c copies of the record is bounded by c times this
+    cz = [float(eps_ceiling(c[1], c[3], delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
+    d = int(np.argmax(e))
+    row["eps_ceiling"] = cz[d] if e[d] > 0 else max(cz)  # the largest bound these counts could show
+    row["eps_at_ceiling"] = bool(e[d] > 0 and e[d] >= 0.95 * cz[d])  # "at least": the bound measures the pool's size
+    row["mu_lower"] = max(float(gdp_mu_lower(*c, alpha=alpha / 4)) for c in res["eps_counts"])  # not μ-GDP for any smaller μ
+    row["eps_lower_gdp"] = gdp_epsilon(row["mu_lower"], GDP_DELTA)  # ε at GDP_DELTA, if the generator's trade-off is Gaussian
     for name, sc in res["scores"].items():
         if name != COMBINED: row[f"auc_{name}"] = auc_score(y, sc)
     w = res.get("weights")
