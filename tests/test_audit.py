@@ -294,3 +294,19 @@ def test_bernoulli_rows_do_not_depend_on_the_chunking(adult):
     for c in cols:  # column by column: a bool column would turn one array into objects, where nan != nan
         np.testing.assert_array_equal(one.sort_values("record")[c].to_numpy(), many.sort_values("record")[c].to_numpy(), err_msg=c)
     assert many.attrs["seconds"]["waiting for features"] >= 0.0
+
+
+def test_chosen_records_that_fill_the_training_sets_are_warned_about_before_any_generation(adult):
+    "Issue 36 item 4: 120 chosen records in a Bernoulli pool of training sets of 200 fill 30 % of each: one PoolWarning, then the usual checks."
+    from achilles.shadow.audit import PoolWarning
+    df, schema = adult
+    with pytest.warns(PoolWarning, match=r"120 chosen records.*30% of every training set of 200.*at most 20 chosen records.*design='population'"):
+        with pytest.raises(ValueError, match="n_datasets=6"):  # refused right after: nothing was generated
+            audit(df, "baynet", records=list(range(120)), n_datasets=6, dataset_size=200, verbose=False, selectors=())
+    import warnings as _w
+    with _w.catch_warnings():
+        _w.simplefilter("error", PoolWarning)
+        for kw in (dict(records=120, n_datasets=6), dict(records=list(range(20)), n_datasets=6),
+                   dict(records=list(range(120)), design="population", n_in=1)):
+            with pytest.raises(ValueError, match="n_datasets=6|n_in=1"):  # each stops at a size check, none warns: a random sample, a 5 % share, uniform training sets
+                audit(df, "baynet", dataset_size=200, verbose=False, selectors=(), **kw)

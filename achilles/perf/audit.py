@@ -140,8 +140,8 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
         say(tab.to_string(index=False))
     vs = ("the code before issue 35" if baseline is not None else
           f"the previous attacker on today's code (set {BASELINE_ENV} to a checkout of the code before issue 35 to time that too)")
-    say(f"cost per (record, dataset) pair, default / {vs}: {ratio_t:.2f}x as timed ({n} records; the dataset-level signals are paid once "
-        f"per dataset), {ratio:.2f}x at {R:,} records (target: <= 1.3x); default / previous attacker on today's code: {marginal:.2f}x (what "
+    say(f"cost per (record, dataset) pair, default / {vs}: {ratio_t:.2f}x as timed ({n} records; the dataset-level signals and the calibration refits are paid once "
+        f"per run), {ratio:.2f}x at {R:,} records (target: <= 1.3x); default / previous attacker on today's code: {marginal:.2f}x (what "
         f"the new families cost); attack throughput "
         f"{new['features_per_pair'] * R * M / cost(runs['the default attacker'], R) / max(1, jobs or 1):,.0f} pair-features per "
         f"second per core")
