@@ -310,3 +310,18 @@ def test_chosen_records_that_fill_the_training_sets_are_warned_about_before_any_
                    dict(records=list(range(120)), design="population", n_in=1)):
             with pytest.raises(ValueError, match="n_datasets=6|n_in=1"):  # each stops at a size check, none warns: a random sample, a 5 % share, uniform training sets
                 audit(df, "baynet", dataset_size=200, verbose=False, selectors=(), **kw)
+
+
+def test_null_fits_zero_skips_the_calibration_and_says_so(adult, tmp_path):
+    "null_fits=0: no permutation refit, no calibration row, intervals exactly Hanley-McNeil's (inflation 1); 1 is refused."
+    from achilles.core.results import auc_interval
+    df, schema = adult
+    kw = dict(records=6, n_datasets=40, dataset_size=200, order=1, selectors=(), rng=3, verbose=False, n_jobs=1)
+    with pytest.warns(Warning, match="n_datasets=40"):
+        r = audit(df, "baynet", null_fits=0, store=tmp_path / "s.sqlite", **kw)
+    assert (r["auc_inflation"] == 1.0).all() and r.attrs["config"]["null_fits"] == 0
+    assert r.attrs["seconds"].get("calibration", 0.0) == 0.0 and len(ResultsStore(tmp_path / "s.sqlite").read("calibration")) == 0
+    lo, hi = auc_interval(float(r["auc"].iloc[0]), int(r["n_in"].iloc[0]), int(r["n_out"].iloc[0]))
+    assert (r["auc_ci_low"].iloc[0], r["auc_ci_high"].iloc[0]) == (lo, hi)
+    with pytest.raises(ValueError, match="null_fits=1"):
+        audit(df, "baynet", null_fits=1, **kw)

@@ -55,3 +55,32 @@ def test_a_perfect_test_reaches_the_ceiling_and_no_further():
     assert float(epsilon_bounds(1000, 1000, 0, 1017, alpha=0.0125)) == float(eps_ceiling(1000, 1017, alpha=0.0125))
     assert abs(float(eps_ceiling(1000, 1017, alpha=0.0125)) - 5.45) < 0.01
     assert float(eps_ceiling(1000, 4000, alpha=0.0125)) > float(eps_ceiling(1000, 1017, alpha=0.0125))  # more OUT datasets, higher ceiling
+
+
+def test_auc_se_is_the_half_width_of_hanley_mcneil_and_says_nan_without_both_classes():
+    "auc_se against auc_interval's own formula at several AUCs and sizes; nan without IN or OUT; a perfect AUC still has a (tiny) error."
+    from achilles.core.results import auc_interval, auc_se
+    for a, n1, n0 in [(0.5, 100, 100), (0.7, 30, 80), (0.93, 1000, 17), (0.2, 5, 5)]:
+        lo, hi = auc_interval(a, n1, n0)
+        assert abs(auc_se(a, n1, n0) - (hi - lo) / (2 * 1.959963984540054)) < 1e-12 or lo == 0.0 or hi == 1.0
+    assert math.isnan(auc_se(0.5, 0, 5)) and math.isnan(auc_se(0.5, 5, 0)) and math.isfinite(auc_se(0.5, 1, 1))
+    assert 0 < auc_se(1.0, 10, 10) < 1e-4
+
+
+def test_null_inflation_takes_the_upper_tail_when_it_is_heavier_than_the_rms():
+    "190 null AUCs at 0.5 and 10 at z = 3: the RMS is 0.67, the upper 97.5 % quantile 3, so the widening is 3 / 1.96."
+    from achilles.core.results import auc_se, null_inflation
+    se0 = auc_se(0.5, 100, 100)
+    aucs = np.r_[np.full(190, 0.5), np.full(10, 0.5 + 3 * se0)]
+    assert abs(null_inflation(aucs, 100, 100) - 3 / 1.959963984540054) < 1e-9
+    assert null_inflation([0.0, 1.0], 10, 10) > 1  # AUCs of exactly 0 and 1 are AUCs
+
+
+def test_bh_and_gdp_edges():
+    from achilles.core.results import bh_q_values
+    assert list(bh_q_values([1.0, 0.01])) == [1.0, 0.02]  # a p-value of exactly 1 is a p-value
+    with pytest.raises(ValueError, match="p-values"):
+        bh_q_values([0.5, 1.5])
+    with pytest.raises(ValueError, match="delta=1.0"):
+        gdp_epsilon(1.0, 1.0)
+    assert gdp_epsilon(0.1, 0.5) == 0.0  # a weak mechanism at a large δ: no ε needed

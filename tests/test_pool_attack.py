@@ -381,3 +381,32 @@ def test_center_t_is_numpys_transposed_difference_bit_for_bit(n, p):
     got = _center_t(X, perm, c, np.empty((p, n), np.float32))
     assert got.shape == (p, n)
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def _row(counts, n1=40, n0=40):
+    "membership_row of fixed scores and given ε counts (one row per test direction: tp, n_in, fp, n_out)."
+    from achilles.shadow.pool_attack import QUERY
+    y = np.r_[np.ones(n1), np.zeros(n0)].astype(int); s = np.linspace(0, 1, n1 + n0)[::-1]
+    return membership_row(dict(scores={COMBINED: s, QUERY: s}, eps_counts=np.array(counts)), y)
+
+
+def test_membership_row_ceiling_gdp_and_family_columns():
+    "Issue 36's ε columns: the ceiling of the direction that carries the bound, 'at least' only near it, μ at the row's confidence."
+    from achilles.core.results import eps_ceiling, epsilon_bounds, gdp_mu_lower
+    ceil = lambda n_in, n_out: float(eps_ceiling(n_in, n_out, alpha=0.0125))
+    nothing = _row([[0, 300, 50, 100], [0, 100, 50, 300]])  # no direction shows anything: the larger ceiling, not "at least"
+    assert nothing["eps_lower"] == 0 and nothing["eps_ceiling"] == max(ceil(100, 300), ceil(300, 100)) and not nothing["eps_at_ceiling"]
+    weak = _row([[75, 300, 7, 100], [5, 100, 50, 300]])  # direction 0 carries a bound below 1; its own ceiling is the smaller one
+    assert 0 < weak["eps_lower"] < 1 and weak["eps_ceiling"] == ceil(300, 100) < ceil(100, 300) and not weak["eps_at_ceiling"]
+    small = _row([[10, 10, 0, 10], [10, 10, 0, 10]])  # perfect on 10 + 10: the bound is its ceiling, 0.60, and reads "at least"
+    assert small["eps_lower"] == small["eps_ceiling"] == ceil(10, 10) and 0 < small["eps_lower"] < 1 and small["eps_at_ceiling"]
+    tiny = _row([[1, 1, 0, 1], [1, 1, 0, 1]])  # one dataset each way: nothing can be shown, ceiling 0, not "at least"
+    assert tiny["eps_ceiling"] == 0.0 and not tiny["eps_at_ceiling"]
+    assert weak["mu_lower"] == max(float(gdp_mu_lower(75, 300, 7, 100, alpha=0.0125)), float(gdp_mu_lower(5, 100, 50, 300, alpha=0.0125)))
+    assert "auc_query" in weak and "auc_combined" not in weak and weak["auc_inflation"] == 1.0
+
+
+def test_at_ceiling_at_its_boundary():
+    from achilles.shadow.pool_attack import AT_CEILING, at_ceiling
+    assert at_ceiling(AT_CEILING * 2.0, 2.0) and at_ceiling(2.0, 2.0) and not at_ceiling(AT_CEILING * 2.0 - 1e-9, 2.0)
+    assert not at_ceiling(0.0, 0.0) and not at_ceiling(0.0, 1.0)

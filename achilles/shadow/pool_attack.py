@@ -22,9 +22,10 @@ from ..core.validate import check_int
 # %% auto #0
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
            'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
-           'POOLED', 'GDP_DELTA', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order', 'check_attacks',
-           'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features', 'transform_features',
-           'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact', 'membership_row']
+           'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
+           'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features',
+           'transform_features', 'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact',
+           'at_ceiling', 'membership_row']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -816,6 +817,11 @@ def tpr_at_fpr_exact(scores: np.ndarray, y: np.ndarray, level: float) -> tuple:
     return int(tp[i]), int(fp[i])
 
 GDP_DELTA = 1e-5  # the δ at which `eps_lower_gdp` is stated
+AT_CEILING = 0.95  # a bound at least this share of its ceiling reads "at least": it measures the pool's size
+
+def at_ceiling(eps: float, ceiling: float) -> bool:
+    "A positive ε bound within `AT_CEILING` of the largest its counts could show."
+    return bool(eps > 0 and eps >= AT_CEILING * ceiling)
 
 def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float = 0.0, alpha: float = 0.05,
                    confidence: float = 0.95,
@@ -840,7 +846,7 @@ def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float
     cz = [float(eps_ceiling(c[1], c[3], delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
     d = int(np.argmax(e))
     row["eps_ceiling"] = cz[d] if e[d] > 0 else max(cz)  # the largest bound these counts could show
-    row["eps_at_ceiling"] = bool(e[d] > 0 and e[d] >= 0.95 * cz[d])  # "at least": the bound measures the pool's size
+    row["eps_at_ceiling"] = at_ceiling(e[d], cz[d])  # "at least": the bound measures the pool's size
     row["mu_lower"] = max(float(gdp_mu_lower(*c, alpha=alpha / 4)) for c in res["eps_counts"])  # not μ-GDP for any smaller μ
     row["eps_lower_gdp"] = gdp_epsilon(row["mu_lower"], GDP_DELTA)  # ε at GDP_DELTA, if the generator's trade-off is Gaussian
     for name, sc in res["scores"].items():
