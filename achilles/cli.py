@@ -812,6 +812,33 @@ class Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum, frame): raise Terminated()
 
+class _LokyThreadErrors:
+    """Holds the exceptions of joblib's loky manager thread (`threading.excepthook`) while a command runs. A Ctrl-C that cancels
+    its queue can trip it (a KeyError on a work item it was about to send); after an interruption that is a consequence, not news,
+    so `drop` forgets them; after a run that finished, `release` hands them to the hook that was there, so nothing is swallowed.
+    Any other thread's exception goes straight through."""
+    def __init__(self): self.held, self._prev = [], None
+    @staticmethod
+    def _from_loky(tb) -> bool:
+        while tb is not None:
+            if "loky" in tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/"): return True
+            tb = tb.tb_next
+        return False
+    def _hook(self, a):
+        if self._from_loky(a.exc_traceback): self.held.append(a)
+        else: self._prev(a)
+    def __enter__(self):
+        import threading
+        self._prev, threading.excepthook = threading.excepthook, self._hook
+        return self
+    def __exit__(self, *exc):
+        import threading
+        threading.excepthook = self._prev
+    def release(self):
+        held, self.held = self.held, []
+        for a in held: self._prev(a)
+    def drop(self): self.held = []
+
 def _interruption(e: BaseException):
     "The KeyboardInterrupt (or Terminated) an error was raised while handling, if any: e.g. a ZIP writer closed by Ctrl-C."
     seen = set()
@@ -850,6 +877,7 @@ def main(argv=None) -> int:
     warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {escape_controls(msg)}\n"
     sys.stdout = _Escaping(out)
     code, stop = 2, None
+    loky = _LokyThreadErrors().__enter__()  # left in place after an interruption: the manager thread may trip as the pool shuts down
     with warnings.catch_warnings():
         # joblib warns, as a Ctrl-C unwinds through its result generator, that it cancelled the tasks in flight: the line below says so
         warnings.filterwarnings("ignore", message=r".*tasks which were still being processed by the workers have been cancelled",
@@ -882,5 +910,9 @@ def main(argv=None) -> int:
             print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
                   file=sys.stderr)
             code = 143 if term else 130
-    if code in (130, 143): warnings.filterwarnings("ignore", category=UserWarning, module=r"joblib(\..*)?")  # and at exit
+    if code in (130, 143):
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"joblib(\..*)?")  # and at exit
+        loky.drop()
+    else:
+        loky.release(); loky.__exit__()
     return code

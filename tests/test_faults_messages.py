@@ -246,3 +246,26 @@ def test_a_missing_value_in_a_table_names_the_table_and_the_row():
     syn = df.iloc[200:].reset_index(drop=True).astype({"age": float}); syn.loc[7, "age"] = np.nan
     with pytest.raises(ValueError, match=r"synthetic has missing values in column 'age': 1, the first in row 7"):
         METRICS.make("ims").evaluate(df.iloc[:200], syn, df.iloc[:200])
+
+
+def test_loky_manager_thread_errors_are_held_then_dropped_on_interruption_and_released_otherwise():
+    "A Ctrl-C can trip joblib's loky manager thread (a KeyError on a cancelled work item): held while a command runs, dropped if it was interrupted, handed on if not; other threads' errors pass straight through."
+    import threading
+    from achilles.cli import _LokyThreadErrors
+    seen, prev = [], threading.excepthook
+    threading.excepthook = lambda a: seen.append((a.exc_type, a.thread.name))
+    try:
+        def raise_in(filename, name):
+            code = compile("def f():\n    raise KeyError(35)\n", filename, "exec"); ns = {}; exec(code, ns)
+            t = threading.Thread(target=ns["f"], name=name); t.start(); t.join()
+        with _LokyThreadErrors() as held:
+            raise_in("/venv/site-packages/joblib/externals/loky/process_executor.py", "ExecutorManagerThread")
+            raise_in("/work/other/module.py", "OtherThread")
+            assert [a.thread.name for a in held.held] == ["ExecutorManagerThread"] and seen == [(KeyError, "OtherThread")]
+            held.drop()  # interrupted: a consequence, not news
+            assert held.held == [] and len(seen) == 1
+            raise_in("/venv/site-packages/joblib/externals/loky/process_executor.py", "ExecutorManagerThread")
+            held.release()  # finished normally: nothing is swallowed
+        assert seen == [(KeyError, "OtherThread"), (KeyError, "ExecutorManagerThread")]
+    finally:
+        threading.excepthook = prev
