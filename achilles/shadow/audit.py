@@ -6,6 +6,7 @@
 from __future__ import annotations
 import dataclasses, hashlib, json, math, time, warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -293,6 +294,20 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     return out
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a3903956
+def _prefetched(features, starts, times):
+    """Yield (start, features(start)[:-1]) for each chunk start, computing the next chunk's features in one background thread while
+    the caller scores the current one (the kernel releases the GIL). `features` returns its own seconds last: they go to
+    times["features"] (overlapping the scoring: the run's total is the wall), and the caller's wait to times["waiting for features"]."""
+    with ThreadPoolExecutor(max_workers=1) as fx:
+        nxt = fx.submit(features, starts[0]) if starts else None
+        for n_chunk, s in enumerate(starts):
+            t = time.perf_counter()
+            *out, t_feat = nxt.result()
+            times["features"] += t_feat
+            times["waiting for features"] = times.get("waiting for features", 0.0) + time.perf_counter() - t
+            nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
+            yield s, out
+
 def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
     "Each scored record's row (its figures, its selector scores `sel`, the run's `meta`) stored the moment it is scored, and kept."
     for k, fig in enumerate(figs):
@@ -364,15 +379,9 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
         return part, X, time.perf_counter() - t0
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
-    starts = list(range(0, len(todo), chunk))
-    with ThreadPoolExecutor(max_workers=1) as fx, limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
-        nxt = fx.submit(features, starts[0]) if starts else None
-        for n_chunk, s in enumerate(starts):
-            t = time.perf_counter()
-            part, X, t_feat = nxt.result()
-            times["features"] += t_feat  # the features' own time (it overlaps the previous chunk's scoring: `total` is the wall)
-            times["waiting for features"] = times.get("waiting for features", 0.0) + time.perf_counter() - t
-            nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
+    with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
+            closing(_prefetched(features, list(range(0, len(todo), chunk)), times)) as chunks:  # closed (and waited for) on any error
+        for s, (part, X) in chunks:
             t = time.perf_counter()
             def one(k, part=part, X=X):
                 rid = int(part[k])
@@ -540,15 +549,9 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                                      folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
-    starts = list(range(0, len(todo), chunk))
-    with ThreadPoolExecutor(max_workers=1) as fx, limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex:
-        nxt = fx.submit(features, starts[0]) if starts else None
-        for n_chunk, s in enumerate(starts):
-            t = time.perf_counter()
-            part, sets, X, bounds, t_feat = nxt.result()
-            times["features"] += t_feat
-            times["waiting for features"] = times.get("waiting for features", 0.0) + time.perf_counter() - t
-            nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
+    with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
+            closing(_prefetched(features, list(range(0, len(todo), chunk)), times)) as chunks:  # closed (and waited for) on any error
+        for s, (part, sets, X, bounds) in chunks:
             t = time.perf_counter()
             def one(k, part=part, sets=sets, X=X, bounds=bounds):
                 i, o = sets[k]
