@@ -45,7 +45,7 @@ def test_dask_cluster_gives_the_same_audit(adult):
 
 def test_kill_9_then_resume_equals_a_clean_run(tmp_path):
     # enough records that the kill lands mid-run (60 were sometimes all stored between two polls of the store)
-    cmd = [ACHILLES, "audit", "--records", "240", "--n-datasets", "120", "--dataset-size", "200", "--order", "2", "--quiet",
+    cmd = [ACHILLES, "audit", "--records", "240", "--n-datasets", "120", "--dataset-size", "200", "--order", "2", "--quiet", "--interval", "calibrated",
            "--cache-dir", str(tmp_path / "cache")]
     clean, killed = tmp_path / "clean.sqlite", tmp_path / "killed.sqlite"
     subprocess.run(cmd + ["--results", str(clean), "--cache-dir", ""], check=True, capture_output=True, timeout=600)
@@ -313,15 +313,34 @@ def test_chosen_records_that_fill_the_training_sets_are_warned_about_before_any_
 
 
 def test_null_fits_zero_skips_the_calibration_and_says_so(adult, tmp_path):
-    "null_fits=0: no permutation refit, no calibration row, intervals exactly Hanley-McNeil's (inflation 1); 1 is refused."
+    "interval='calibrated', null_fits=0: no permutation refit, no calibration row, intervals exactly Hanley-McNeil's (inflation 1); 1 is refused, and so are refits with the certificate."
     from achilles.core.results import auc_interval
     df, schema = adult
     kw = dict(records=6, n_datasets=40, dataset_size=200, order=1, selectors=(), rng=3, verbose=False, n_jobs=1)
     with pytest.warns(Warning, match="n_datasets=40"):
-        r = audit(df, "baynet", null_fits=0, store=tmp_path / "s.sqlite", **kw)
+        r = audit(df, "baynet", interval="calibrated", null_fits=0, store=tmp_path / "s.sqlite", **kw)
     assert (r["auc_inflation"] == 1.0).all() and r.attrs["config"]["null_fits"] == 0
     assert r.attrs["seconds"].get("calibration", 0.0) == 0.0 and len(ResultsStore(tmp_path / "s.sqlite").read("calibration")) == 0
     lo, hi = auc_interval(float(r["auc"].iloc[0]), int(r["n_in"].iloc[0]), int(r["n_out"].iloc[0]))
     assert (r["auc_ci_low"].iloc[0], r["auc_ci_high"].iloc[0]) == (lo, hi)
     with pytest.raises(ValueError, match="null_fits=1"):
-        audit(df, "baynet", null_fits=1, **kw)
+        audit(df, "baynet", interval="calibrated", null_fits=1, **kw)
+    with pytest.raises(ValueError, match="null_fits=20 calibrates interval='calibrated'; the certificate needs no refits"):
+        audit(df, "baynet", null_fits=20, **kw)
+    with pytest.raises(ValueError, match="interval"):
+        audit(df, "baynet", interval="bootstrap", **kw)
+
+
+def test_auto_design_puts_chosen_records_in_uniform_training_sets():
+    """Issue 36 item 4: design='auto' audits chosen records (row ids) that would fill more than 5 % of a Bernoulli pool's training
+    sets with the population design, whose training sets are uniform samples whatever is scored; a random sample of any size, or
+    a few chosen records, stay Bernoulli; an explicit n_datasets keeps Bernoulli (and warns, above)."""
+    from achilles.shadow.audit import CHOSEN_SHARE, _design
+    edge = int(2 * CHOSEN_SHARE * 1000)  # 100 chosen records fill exactly 5 % of training sets of 1,000
+    assert _design("auto", list(range(edge)), edge, 1000, None) == "bernoulli"
+    assert _design("auto", list(range(edge + 1)), edge + 1, 1000, None) == "population"
+    assert _design("auto", np.arange(1126), 1126, 1000, None) == "population"  # fig_population's PrivBayes records
+    assert _design("auto", 1126, 1126, 1000, None) == "bernoulli"  # a random sample: uniform training sets already
+    assert _design("auto", np.arange(1126), 1126, 1000, 2000) == "bernoulli"  # asked for: PoolWarning
+    assert _design("bernoulli", np.arange(1126), 1126, 1000, None) == "bernoulli"
+    assert _design("auto", "all", 45_222, 1000, None) == "population"

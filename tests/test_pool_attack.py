@@ -410,3 +410,60 @@ def test_at_ceiling_at_its_boundary():
     from achilles.shadow.pool_attack import AT_CEILING, at_ceiling
     assert at_ceiling(AT_CEILING * 2.0, 2.0) and at_ceiling(2.0, 2.0) and not at_ceiling(AT_CEILING * 2.0 - 1e-9, 2.0)
     assert not at_ceiling(0.0, 0.0) and not at_ceiling(0.0, 1.0)
+
+
+@pytest.mark.parametrize("stack", [True, False])
+def test_the_certificate_never_reads_the_labels_it_is_scored_on(monkeypatch, stack):
+    """Issue 36: the certificate is fitted on folds 0-2 and scores folds 3-4. With the folds held fixed, swapping IN and OUT labels
+    inside the scored folds leaves its scores bit for bit; swapping two in a training fold changes them (the test has teeth).
+    The cross-fitted scores of the headline are those of a certify=False run, bit for bit."""
+    import achilles.shadow.pool_attack as pa
+    g = np.random.default_rng(4)
+    n, p = 300, 40
+    y = np.zeros(n, np.int64); y[g.permutation(n)[:150]] = 1
+    X = (g.normal(size=(n, p)) + 0.4 * y[:, None] * (np.arange(p) < 5)).astype(np.float32)
+    fam = {"a": np.arange(20), "b": np.arange(20, 40)}
+    un = {"u": X[:, 0].astype(np.float64) + g.normal(size=n)}
+    base = crossfit_record(X, y, fam, rng=1, untrained=un, stack=stack, certify=True)
+    f = base["folds"]
+    monkeypatch.setattr(pa, "record_folds", lambda yy, folds, rng=None: f.copy())
+    idx = base["certificate"]["index"]
+    np.testing.assert_array_equal(np.sort(idx), np.flatnonzero(f >= 3))  # 5 folds: the last 2 are scored, 40 %
+    def swapped(rows):  # one IN and one OUT of the same fold trade labels: every fold keeps its class counts
+        k = f[rows[0]]
+        i = next(r for r in rows if f[r] == k and y[r] == 1); o = next(r for r in rows if f[r] == k and y[r] == 0)
+        y2 = y.copy(); y2[i], y2[o] = 0, 1
+        return y2
+    by_row = lambda r: r["certificate"]["scores"][np.argsort(r["certificate"]["index"])]  # each scored dataset's score, in row order
+    same = crossfit_record(X, swapped(idx), fam, rng=1, untrained=un, stack=stack, certify=True)
+    np.testing.assert_array_equal(by_row(same), by_row(base))
+    moved = crossfit_record(X, swapped(np.flatnonzero(f < 3)), fam, rng=1, untrained=un, stack=stack, certify=True)
+    assert not np.array_equal(by_row(moved), by_row(base))
+    plain = crossfit_record(X, y, fam, rng=1, untrained=un, stack=stack)
+    assert "certificate" not in plain
+    for k, v in plain["scores"].items(): np.testing.assert_array_equal(v, base["scores"][k])
+
+
+def test_membership_row_takes_its_interval_from_the_certificate():
+    "The AUC stays the cross-fitted one; its interval, p-value and TPR intervals are the certificate's, unwidened whatever `inflation` says."
+    from achilles.core.results import auc_interval, auc_p_value, clopper_pearson
+    from achilles.shadow.pool_attack import auc_score, tpr_at_fpr_exact
+    g = np.random.default_rng(5)
+    n = 400
+    y = np.zeros(n, np.int64); y[g.permutation(n)[:200]] = 1
+    X = (g.normal(size=(n, 30)) + 0.3 * y[:, None] * (np.arange(30) < 4)).astype(np.float32)
+    res = crossfit_record(X, y, {"a": np.arange(30)}, rng=2, certify=True)
+    row = membership_row(res, y, inflation=1.7)
+    idx, sc = res["certificate"]["index"], res["certificate"]["scores"]
+    yc = y[idx]; c1 = int(yc.sum()); c0 = len(yc) - c1
+    a = auc_score(yc, sc)
+    assert row["auc"] == auc_score(y, res["scores"][COMBINED]) and row["auc_cert"] == a and row["n_cert"] == len(idx) == 160
+    assert (row["auc_ci_low"], row["auc_ci_high"]) == auc_interval(a, c1, c0) and row["auc_p"] == auc_p_value(a, c1, c0)
+    assert row["auc_inflation"] == 1.0
+    tp, _ = tpr_at_fpr_exact(sc, yc, 0.1)
+    assert (row["tpr@0.1_low"], row["tpr@0.1_high"]) == clopper_pearson(tp, c1, 0.95)
+    assert math.isnan(row["tpr@0.001"])  # 200 OUT datasets cannot show an FPR of 0.001
+    assert (row["tpr@0.01_low"], row["tpr@0.01_high"]) == (0.0, 1.0)  # 80 OUT in the certificate cannot show 0.01 either: no information
+    wide = membership_row(crossfit_record(X, y, {"a": np.arange(30)}, rng=2), y, inflation=1.7)  # without it: the widened cross-fit
+    assert wide["auc_inflation"] == 1.7 and "auc_cert" not in wide
+    assert (wide["auc_ci_low"], wide["auc_ci_high"]) == auc_interval(wide["auc"], 200, 200, 0.95, 1.7)

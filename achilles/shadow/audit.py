@@ -28,8 +28,9 @@ from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, DCR, DEFAULT_ATT
 from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
-__all__ = ['DESIGNS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan', 'score_record',
-           'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population', 'population_stack']
+__all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan',
+           'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
+           'population_stack']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -122,6 +123,7 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
                  return_scores: bool = False,  # also return the stack's out-of-fold score of every dataset
                  stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
                  inflation: float = 1.0,  # the AUC standard error's widening measured by the run's permutation refits (`null_inflation`)
+                 certify: bool = True,  # the intervals from one more fit, on 60 % of the folds, scored on the rest (`crossfit_record`)
                  ):
     "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
     attacks = check_attacks(attacks)
@@ -132,7 +134,7 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
     X = transform_features(X, plan)
     fam = {k: v for k, v in plan.families().items() if k in attacks}
     res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
-                          untrained=untrained, stack=stack)
+                          untrained=untrained, stack=stack, certify=certify)
     row = membership_row(res, y, delta=delta, inflation=inflation)
     return (row, res["scores"][COMBINED]) if return_scores else row
 
@@ -170,6 +172,7 @@ def _check_pool_sizes(membership: np.ndarray, folds: int, targets: np.ndarray) -
                       "use n_datasets >= 1,000 for intervals of about ±0.05", ScaleWarning, stacklevel=3)
 
 DESIGNS = ("auto", "bernoulli", "population")
+INTERVALS = ("certificate", "calibrated")  # where the AUC's interval, p-value and q-value come from (`audit`'s `interval`)
 
 class PoolWarning(UserWarning):
     "The pool's training sets are not uniform samples of the data: its AUCs describe another game than the one a release plays."
@@ -190,11 +193,13 @@ def _check_chosen_share(records, design: str, n_targets: int, dataset_size: int)
                       PoolWarning, stacklevel=3)
 
 def _design(design: str, records, n_targets: int, dataset_size: int, n_datasets) -> str:
-    "auto: population for records='all', or when the records would overflow a Bernoulli pool and no n_datasets was asked for."
+    """auto: population for records='all', for chosen records (row ids) that would fill more than `CHOSEN_SHARE` of a Bernoulli
+    pool's training sets, or when the records would overflow a Bernoulli pool; unless n_datasets was asked for (a Bernoulli pool)."""
     if design != "auto": return design
     if isinstance(records, str) and records == "all": return "population"
     overflow = n_targets / 2 + 4 * math.sqrt(n_targets / 2) > dataset_size
-    return "population" if overflow and n_datasets is None else "bernoulli"
+    chosen = not isinstance(records, (str, int, np.integer)) and 0.5 * n_targets / dataset_size > CHOSEN_SHARE
+    return "population" if (overflow or chosen) and n_datasets is None else "bernoulli"
 
 def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           generator: str = "baynet",  # a key of GENERATORS
@@ -215,7 +220,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           folds: int = 5,  # cross-fitting folds: every dataset is scored by a model fitted on the others
           screen: int = 150,  # most features one model keeps (chosen on its training folds)
           delta: float = 0.0,  # δ of the ε lower bound
-          null_fits: int | str = "auto",  # refits with permuted labels that measure how much wider than Hanley-McNeil the AUC varies ("auto": twice the records, 20 to 200; 0: none, and intervals are too narrow)
+          interval: str = "certificate",  # "certificate": a fit on 60 % of the folds scored on the other 40 % (nominal by construction); "calibrated": the cross-fitted AUC, widened by null_fits permutation refits
+          null_fits: int | str = "auto",  # "calibrated" only: refits with permuted labels that measure how much wider than Hanley-McNeil the AUC varies ("auto": twice the records, 20 to 200)
           reference: int = 1000,  # population records drawn (seeded) for the classifier and Gen-LRA to compare synthetic records with
           selectors=("distance", "rare", "loglik"),  # scores to put beside the AUC
           name: str | None = None,  # what the data is called in the store (default: its dataset name, or "custom")
@@ -235,9 +241,13 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     folds = check_int("folds", folds, lo=2, hi=50)
     screen = check_int("screen", screen, lo=1)
     delta = check_float("delta", delta, 0.0, 1.0, hi_open=True)
+    check_choice("interval", interval, INTERVALS)
     if not (isinstance(null_fits, str) and null_fits == "auto"):
         null_fits = check_int("null_fits", null_fits, lo=0)
         if null_fits == 1: raise ValueError("null_fits=1: the inflation needs at least 2 permutation refits (or 0 for none)")
+        if null_fits and interval == "certificate":
+            raise ValueError(f"null_fits={null_fits} calibrates interval='calibrated'; the certificate needs no refits (pass "
+                             "interval='calibrated' to widen the cross-fitted AUC's interval instead)")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     check_choice("design", design, DESIGNS)
     if isinstance(data, pd.DataFrame): df, label = data, "custom"
@@ -251,7 +261,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
-    if isinstance(null_fits, str): null_fits = int(min(200, max(20, 2 * len(targets))))  # "auto": the calibration costs at most twice the audit's fits
+    if interval == "certificate": null_fits = 0
+    elif isinstance(null_fits, str): null_fits = int(min(200, max(20, 2 * len(targets))))  # "auto": the calibration costs at most twice the audit's fits
     design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
     _check_chosen_share(records, design, len(targets), pm.dataset_size)
     if design == "population":
@@ -269,7 +280,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors),
-                  **({} if stack else {"stack": False}), null_fits=null_fits)
+                  **({} if stack else {"stack": False}), interval=interval, null_fits=null_fits)
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
@@ -278,7 +289,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
-    extra = dict(reference=reference, stack=bool(stack), null_fits=null_fits)
+    extra = dict(reference=reference, stack=bool(stack), null_fits=null_fits, certify=interval == "certificate")
     rows = []
     if len(todo) and design == "population":
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
@@ -348,7 +359,7 @@ def _rarest_columns(pm, plan, attacks):
     return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
 
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200):
+                root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, certify=True):
     "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
     t = time.perf_counter()
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
@@ -388,7 +399,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
                 y = pool.membership[:, pos[rid]].astype(np.int64)
                 return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
-                                    rarest=-1 if rar is None else int(rar[rid]), stack=stack, inflation=inflation)
+                                    rarest=-1 if rar is None else int(rar[rid]), stack=stack, inflation=inflation, certify=certify)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -426,7 +437,7 @@ def _null_calibration(pm, plan, stacked, ref, gh, targets, datasets_of, attacks,
             y = sets[r][1][np.random.default_rng(seed_child(seed_child(seed_child(root, 11), r), b)).permutation(len(sets[r][1]))]
             fig = score_record(X[bounds[r]], y, plan, attacks, classifier, folds, screen,
                                rng=np.random.default_rng(seed_child(seed_child(seed_child(root, 12), r), b)), delta=delta, n_jobs=1,
-                               rarest=-1 if rar is None else int(rar[r]), stack=stack)
+                               rarest=-1 if rar is None else int(rar[r]), stack=stack, certify=False)
             return job, fig
         todo = [j for j in jobs if f"{j[0]}:{j[1]}" not in have]
         with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=threads or 1) as ex:
@@ -527,7 +538,8 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
-                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None):
+                     run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None,
+                     certify=True):
     "Score the records `todo` of a population pool; one row per record, stored as it is scored."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     workers = threads or 1
@@ -558,7 +570,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
                 return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
-                                    rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack, inflation=inflation)
+                                    rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack, inflation=inflation,
+                                    certify=certify)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -566,7 +579,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None):
+                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -586,4 +599,5 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
-                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets)
+                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
+                            certify=certify)

@@ -716,10 +716,12 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
                     n_jobs=None,  # threads of the random forest
                     untrained: dict | None = None,  # untrained family name -> one score per dataset (higher = IN), read as is
                     stack: bool = True,  # False: no stack; the pooled model is the headline (the attacker before issue 35); also with 2 folds
+                    certify: bool = False,  # also fit the attack on the first 60 % of the folds and score the rest (`certificate`)
                     ) -> dict:
     """Out-of-fold scores of every family, of the pooled model and of their stack (`combined`, the headline), the stack's
     weights per fold, and the counts of the ε tests. Everything is fitted on training folds only: the models, the features
-    they keep, the stack's weights (on the models' out-of-fold scores within the training folds) and the ε threshold."""
+    they keep, the stack's weights (on the models' out-of-fold scores within the training folds) and the ε threshold.
+    With `certify`, `certificate` holds the held-out rows and scores of one more fit: the source of the AUC's interval."""
     from scipy.special import ndtri  # the normal quantile as a ufunc (scipy.stats' norm.isf costs ~50 us a call)
     y = np.asarray(y, np.int64)
     if len(np.unique(y)) < 2: raise ValueError("y must hold both IN (1) and OUT (0) datasets")
@@ -766,43 +768,56 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
             cols = np.sort(cols[np.argsort(-t[cols], kind="stable")[:keep]])
         return cols
     odd = np.arange(2 * folds) % 2 == 1
-    for k in range(folds):
-        a, b = starts[2 * k], starts[2 * k + 2]
-        train = np.ones(2 * folds, bool); train[2 * k:2 * k + 2] = False
+    head = list(models).index(POOLED) if POOLED in models else 0
+    def held_out(k0, k1, s):  # the whole attack fitted on every fold but k0..k1-1 (seed s), scoring those
+        a, b = starts[2 * k0], starts[2 * k1]
+        train = np.ones(2 * folds, bool); train[2 * k0:2 * k1] = False
         n1, n0, mu, var, live, t = stats(train)
         inner = []  # per training fold j: the statistics of the training folds without j (the stack's refits choose their own features)
         for j in range(folds if stack else 0):
-            if j == k: continue
+            if k0 <= j < k1: continue
             tj = train.copy(); tj[2 * j:2 * j + 2] = False
             inner.append(stats(tj))
-        ytr, yte = np.r_[ys[:a], ys[b:]], ys[a:b]
-        blocks = np.r_[starts[:2 * k], starts[2 * k + 2:] - (b - a)]  # the training folds' (fold, class) blocks, once the held-out fold is cut out
+        ytr = np.r_[ys[:a], ys[b:]]
+        blocks = np.r_[starts[:2 * k0], starts[2 * k1:] - (b - a)]  # the training folds' (fold, class) blocks, once the held-out folds are cut out
         Ctr, Cte = np.zeros((len(ytr), len(models) + len(U))), np.zeros((b - a, len(models) + len(U)))
+        part = {}
         for i, (name, cols) in enumerate(models.items()):
             full = screened(cols, live, t)
             if len(full) == 0:  # nothing varies on the training folds: the prior odds
-                out[name][perm[a:b]] = math.log(n1 / n0); continue
+                part[name] = np.full(b - a, math.log(n1 / n0)); continue
             per = [screened(cols, st[4], st[5]) for st in inner]
             union = np.unique(np.concatenate([full, *per]))
             Xc = Xt[union]
             Xc -= mu[union, None].astype(np.float32); Xc /= np.sqrt(np.maximum(var[union], 1e-300))[:, None].astype(np.float32)
             pos = lambda c: np.searchsorted(union, c)
-            if stack: s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], seed + k, n_jobs)
-            else: s_te, s_oof = _fit_plain(classifier, Xc, ytr, a, b, seed + k, n_jobs)  # s_oof: in-sample, for the ε threshold only
-            out[name][perm[a:b]] = s_te
+            if stack: s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], s, n_jobs)
+            else: s_te, s_oof = _fit_plain(classifier, Xc, ytr, a, b, s, n_jobs)  # s_oof: in-sample, for the ε threshold only
+            part[name] = s_te
             Ctr[:, i], Cte[:, i] = s_oof, s_te
         for i, (name, v) in enumerate(U.items(), start=len(models)):
-            out[name][perm[a:b]] = v[a:b]
+            part[name] = v[a:b]
             Ctr[:, i], Cte[:, i] = np.r_[v[:a], v[b:]], v[a:b]
-        head = list(models).index(POOLED) if POOLED in models else 0
-        if stack: s_te, s_tr, weights[k] = _stack(Ctr, ytr, Cte, head)
-        else: s_te, s_tr = Cte[:, head], Ctr[:, head]; weights[k, head] = 1.0
-        out[COMBINED][perm[a:b]] = s_te
+        w = np.zeros(len(models) + len(U))
+        if stack: s_te, s_tr, w = _stack(Ctr, ytr, Cte, head)
+        else: s_te, s_tr = Cte[:, head], Ctr[:, head]; w[head] = 1.0
+        part[COMBINED] = s_te
+        return a, b, part, s_tr, ytr, w
+    for k in range(folds):
+        a, b, part, s_tr, ytr, weights[k] = held_out(k, k + 1, seed + k)
+        for name, v in part.items(): out[name][perm[a:b]] = v
+        s_te, yte = part[COMBINED], ys[a:b]
         for d, (sa, sb, yy, ty) in enumerate([(s_tr, s_te, ytr, yte), (-s_tr, -s_te, 1 - ytr, 1 - yte)]):
             thr = _choose_threshold(sa, yy, alpha / 4, delta)
             eps_counts[d] += [int(((sb > thr) & (ty == 1)).sum()), int((ty == 1).sum()),
                               int(((sb > thr) & (ty == 0)).sum()), int((ty == 0).sum())]
-    return dict(scores=out, folds=fold, eps_counts=eps_counts, weights=pd.DataFrame(weights, columns=[*models, *U]))
+    res = dict(scores=out, folds=fold, eps_counts=eps_counts, weights=pd.DataFrame(weights, columns=[*models, *U]))
+    if certify:  # one more fit on the first folds alone, scoring the last folds.  Its held-out scores depend on those folds' labels
+        # only through the datasets themselves, so their AUC has the textbook null distribution; the cross-fitted AUC does not.
+        c0 = folds - max(1, folds * 2 // 5)  # 5 folds: fit on 3 (60 %), certify on 2 (40 %)
+        a, b, part, *_ = held_out(c0, folds, seed + folds)
+        res["certificate"] = dict(index=perm[a:b].copy(), scores=part[COMBINED])
+    return res
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #d9cb814b
 def tpr_at_fpr_exact(scores: np.ndarray, y: np.ndarray, level: float) -> tuple:
@@ -831,16 +846,27 @@ def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float
     y = np.asarray(y, np.int64); n1 = int(y.sum()); n0 = len(y) - n1
     s = res["scores"][COMBINED]
     auc = auc_score(y, s)
-    lo, hi = auc_interval(auc, n1, n0, confidence, inflation)
-    row = dict(auc=auc, auc_ci_low=lo, auc_ci_high=hi, auc_p=auc_p_value(auc, n1, n0, inflation), auc_inflation=float(inflation),
+    cert = res.get("certificate")
+    if cert is None:  # the cross-fitted scores themselves, widened by `inflation`
+        ys, ss, inf = y, s, float(inflation)
+    else:  # the certificate: held-out scores of one fit, independent given it, so the textbook interval holds as it is
+        ys, ss, inf = y[cert["index"]], np.asarray(cert["scores"]), 1.0
+    c1 = int(ys.sum()); c0 = len(ys) - c1
+    a_c = auc_score(ys, ss)
+    lo, hi = auc_interval(a_c, c1, c0, confidence, inf)
+    row = dict(auc=auc, auc_ci_low=lo, auc_ci_high=hi, auc_p=auc_p_value(a_c, c1, c0, inf), auc_inflation=inf,
                n_in=n1, n_out=n0)
+    if cert is not None: row.update(auc_cert=a_c, n_cert=len(ys))
     for lv in fpr_levels:
         key = f"tpr@{lv:g}"
         if n0 * lv < 1:  # no threshold can show an FPR this small with n0 OUT datasets
             row[key] = row[key + "_low"] = row[key + "_high"] = math.nan; continue
         tp, _ = tpr_at_fpr_exact(s, y, lv)
         row[key] = tp / n1
-        row[key + "_low"], row[key + "_high"] = clopper_pearson(tp, n1, confidence)
+        if c0 * lv < 1:
+            row[key + "_low"], row[key + "_high"] = 0.0, 1.0; continue
+        tc, _ = tpr_at_fpr_exact(ss, ys, lv)  # the interval: from the certificate where there is one
+        row[key + "_low"], row[key + "_high"] = clopper_pearson(tc, c1, confidence)
     e = [float(epsilon_bounds(*c, delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
     row["eps_lower"] = max(0.0, *e)  # replace-one adjacency: a group of c copies of the record is bounded by c times this
     cz = [float(eps_ceiling(c[1], c[3], delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
