@@ -344,3 +344,20 @@ def test_auto_design_puts_chosen_records_in_uniform_training_sets():
     assert _design("auto", np.arange(1126), 1126, 1000, 2000) == "bernoulli"  # asked for: PoolWarning
     assert _design("bernoulli", np.arange(1126), 1126, 1000, None) == "bernoulli"
     assert _design("auto", "all", 45_222, 1000, None) == "population"
+
+
+def test_population_design_skips_records_whose_copies_fill_most_training_sets(adult):
+    """A record with 60 exact copies among 400 is in almost every training set of 100: no OUT side. The population design says so
+    once, before generating anything, leaves it (and its copies) out, lists them in attrs['skipped'], and audits the others."""
+    from achilles.shadow.audit import PoolWarning
+    df, schema = adult
+    import pandas as pd
+    pop = pd.concat([df.iloc[:340], pd.DataFrame([df.iloc[400]] * 60)], ignore_index=True)
+    assert pop.duplicated(keep=False).sum() >= 60
+    records = [0, 1, 2, 340, 399]
+    with pytest.warns(PoolWarning, match=r"5 record\(s\)|2 record\(s\)") as w:
+        r = audit(pop, "independent", schema=schema, records=records, design="population", n_in=5, dataset_size=100, order=1,
+                  selectors=(), rng=1, verbose=False, n_jobs=1)
+    msgs = [str(x.message) for x in w if issubclass(x.category, PoolWarning)]
+    assert len(msgs) == 1 and "60 to 60 exact copies" in msgs[0] and "records 340, 399" in msgs[0]
+    assert r.attrs["skipped"] == [340, 399] and sorted(r["record"]) == [0, 1, 2]

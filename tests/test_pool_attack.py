@@ -467,3 +467,14 @@ def test_membership_row_takes_its_interval_from_the_certificate():
     wide = membership_row(crossfit_record(X, y, {"a": np.arange(30)}, rng=2), y, inflation=1.7)  # without it: the widened cross-fit
     assert wide["auc_inflation"] == 1.7 and "auc_cert" not in wide
     assert (wide["auc_ci_low"], wide["auc_ci_high"]) == auc_interval(wide["auc"], 200, 200, 0.95, 1.7)
+
+
+def test_membership_row_keeps_both_eps_tests_counts_so_a_family_wise_bound_can_be_redone():
+    "The row's ε bound is epsilon_bounds of its own counts at alpha/4, and the same counts give the Bonferroni bound over R records."
+    from achilles.core.results import epsilon_bounds
+    row = _row([[290, 300, 2, 100], [5, 100, 50, 300]])
+    hi = [row[f"eps_{k}_hi"] for k in ("tp", "nin", "fp", "nout")]; lo = [row[f"eps_{k}_lo"] for k in ("tp", "nin", "fp", "nout")]
+    assert hi == [290, 300, 2, 100] and lo == [5, 100, 50, 300] and all(isinstance(v, int) for v in hi + lo)
+    assert row["eps_lower"] == max(0.0, *(float(epsilon_bounds(*c, alpha=0.05 / 4)) for c in (hi, lo)))
+    fw = max(float(epsilon_bounds(*c, alpha=0.05 / 4 / 1000)) for c in (hi, lo))  # one of 1,000 records, family-wise
+    assert 0 < fw < row["eps_lower"]

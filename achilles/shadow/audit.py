@@ -290,6 +290,17 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
     extra = dict(reference=reference, stack=bool(stack), null_fits=null_fits, certify=interval == "certificate")
+    skipped = np.zeros(0, np.int64)
+    if design == "population":  # before anything is generated: records whose copies fill most training sets have no OUT side
+        common = _too_common(pm, targets)
+        if common.any():
+            skipped = targets[common]; targets = targets[~common]; todo = todo[~np.isin(todo, skipped)]
+            c = _copies(pm)[skipped]
+            warnings.warn(f"{len(skipped)} record(s) have {int(c.min())} to {int(c.max())} exact copies in the data (e.g. records "
+                          f"{', '.join(map(str, skipped[:5]))}), so a uniformly random training set of {pm.dataset_size} holds one of "
+                          f"them more often than not and too few datasets are left OUT to compare with: they are not audited (listed in "
+                          f"the result's attrs['skipped']). An attacker cannot tell such a record from its copies; its risk is its "
+                          f"copy group's (replace-one adjacency: c copies are bounded by c x ε)", PoolWarning, stacklevel=2)
     rows = []
     if len(todo) and design == "population":
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
@@ -301,8 +312,23 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     out = out[out["record"].astype(int).isin(targets)] if len(out) else out
     out = out.sort_values("record").reset_index(drop=True) if len(out) else out
     if len(out) and "auc_p" in out: out["q_value"] = bh_q_values(out["auc_p"].to_numpy(np.float64))  # over this run's audited records
-    out.attrs.update(config=config, run_id=run, seconds=dict(times, total=time.perf_counter() - t0))
+    out.attrs.update(config=config, run_id=run, seconds=dict(times, total=time.perf_counter() - t0), skipped=skipped.tolist())
     return out
+
+def _copies(pm: PoolModel) -> np.ndarray:
+    "How many records of Ω (itself included) hold each record's exact values."
+    t = pm.encoded
+    _, group, counts = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True, return_counts=True)
+    return counts[group.ravel()]
+
+def _too_common(pm: PoolModel, targets: np.ndarray, most: float = 0.45) -> np.ndarray:
+    """Records a uniformly random |D|-subset of Ω holds (itself or a copy) with probability above `most`: the population design
+    cannot give them as many OUT datasets as IN ones (1 - C(N - c, D) / C(N, D) for c copies)."""
+    N, D = len(pm.population), pm.dataset_size
+    c = _copies(pm)[targets].astype(np.float64)
+    from scipy.special import gammaln
+    log_out = gammaln(N - c + 1) - gammaln(N - c - D + 1) - gammaln(N + 1) + gammaln(N - D + 1)  # log C(N-c, D) / C(N, D)
+    return 1.0 - np.exp(np.where(N - c >= D, log_out, -np.inf)) > most
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a3903956
 def _prefetched(features, starts, times):

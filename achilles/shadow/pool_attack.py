@@ -867,6 +867,8 @@ def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float
             row[key + "_low"], row[key + "_high"] = 0.0, 1.0; continue
         tc, _ = tpr_at_fpr_exact(ss, ys, lv)  # the interval: from the certificate where there is one
         row[key + "_low"], row[key + "_high"] = clopper_pearson(tc, c1, confidence)
+    for d, c in zip(("hi", "lo"), res["eps_counts"]):  # the counts themselves, so a bound at any other level (family-wise) can be redone
+        row.update({f"eps_{k}_{d}": int(v) for k, v in zip(("tp", "nin", "fp", "nout"), c)})
     e = [float(epsilon_bounds(*c, delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
     row["eps_lower"] = max(0.0, *e)  # replace-one adjacency: a group of c copies of the record is bounded by c times this
     cz = [float(eps_ceiling(c[1], c[3], delta=delta, alpha=alpha / 4)) for c in res["eps_counts"]]
