@@ -478,3 +478,46 @@ def test_membership_row_keeps_both_eps_tests_counts_so_a_family_wise_bound_can_b
     assert row["eps_lower"] == max(0.0, *(float(epsilon_bounds(*c, alpha=0.05 / 4)) for c in (hi, lo)))
     fw = max(float(epsilon_bounds(*c, alpha=0.05 / 4 / 1000)) for c in (hi, lo))  # one of 1,000 records, family-wise
     assert 0 < fw < row["eps_lower"]
+
+
+def test_a_constant_family_does_not_stop_the_families_after_it():
+    "A family whose features never vary scores the prior odds; the informative family listed after it is still fitted, and the stack uses it."
+    from achilles.shadow.pool_attack import auc_score
+    g = np.random.default_rng(8)
+    n = 300
+    y = np.zeros(n, np.int64); y[g.permutation(n)[:150]] = 1
+    X = np.c_[np.ones((n, 5)), g.normal(size=(n, 10)) + 0.8 * y[:, None]].astype(np.float32)
+    r = crossfit_record(X, y, {"flat": np.arange(5), "live": np.arange(5, 15)}, rng=3, certify=True)
+    assert np.unique(r["scores"]["flat"]).size <= 5  # the prior odds of each fold
+    assert auc_score(y, r["scores"]["live"]) > 0.9 and auc_score(y, r["scores"][COMBINED]) > 0.9
+    assert r["weights"]["live"].gt(0).all() or r["weights"]["pooled"].gt(0).all()
+
+
+def test_membership_row_certificate_resolves_an_fpr_of_exactly_one_over_its_out_datasets():
+    "A certificate with exactly 100 OUT datasets resolves FPR 0.01 (one false positive): a Clopper-Pearson interval, not [0, 1]."
+    from achilles.core.results import clopper_pearson
+    from achilles.shadow.pool_attack import tpr_at_fpr_exact
+    g = np.random.default_rng(9)
+    n = 500
+    y = np.zeros(n, np.int64); y[g.permutation(n)[:250]] = 1
+    X = (g.normal(size=(n, 20)) + 0.6 * y[:, None] * (np.arange(20) < 4)).astype(np.float32)
+    res = crossfit_record(X, y, {"a": np.arange(20)}, rng=4, certify=True)
+    yc = y[res["certificate"]["index"]]
+    assert int((yc == 0).sum()) == 100
+    row = membership_row(res, y)
+    tp, _ = tpr_at_fpr_exact(res["certificate"]["scores"], yc, 0.01)
+    assert (row["tpr@0.01_low"], row["tpr@0.01_high"]) == clopper_pearson(tp, int(yc.sum()), 0.95) != (0.0, 1.0)
+
+
+def test_the_eps_threshold_is_chosen_at_the_level_its_bound_is_stated(monkeypatch):
+    "Each fold's ε threshold maximises the bound membership_row states (alpha / 4: four Clopper-Pearson bounds share alpha), not another."
+    import achilles.shadow.pool_attack as pa
+    seen, real = [], pa._choose_threshold
+    def spy(s, y, alpha, delta):
+        seen.append((alpha, delta)); return real(s, y, alpha, delta)
+    monkeypatch.setattr(pa, "_choose_threshold", spy)
+    g = np.random.default_rng(10)
+    y = np.zeros(200, np.int64); y[:100] = 1
+    X = (g.normal(size=(200, 8)) + 0.5 * y[:, None]).astype(np.float32)
+    crossfit_record(X, y, {"a": np.arange(8)}, rng=1, alpha=0.08, delta=1e-3)
+    assert len(seen) == 10 and set(seen) == {(0.02, 1e-3)}  # 5 folds x 2 directions
