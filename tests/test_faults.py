@@ -114,11 +114,16 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, clean_run):
     np.testing.assert_array_equal(got["auc"], clean_run["auc"])
 
 
+def _default_sigint():
+    "In the child: Ctrl-C's default disposition, as a terminal gives it (a suite started in the background inherits SIGINT ignored)."
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_ctrl_c_and_sigterm_stop_cleanly(tmp_path, sig, code, word):
     store = tmp_path / "s.sqlite"
     p = subprocess.Popen(_attack(store, tmp_path / "c", records=5), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     assert wait_rows(store, 1, p)
     p.send_signal(sig)
     err = p.communicate(timeout=60)[1]

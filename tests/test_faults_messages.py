@@ -145,7 +145,8 @@ def test_ctrl_c_under_parallel_workers_prints_one_line(tmp_path, command):
                        "--cache-dir", str(tmp_path / "c")],
             "riskbench": [ACHILLES, "riskbench", "--n-train", "2000", "--metrics", "ims,dcr,singling_out", "--no-utility"]}[command]
     p = subprocess.Popen(argv + ["--results", str(store), "--jobs", "2", "--quiet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal gives it, however the suite was started
     assert wait_rows(store, 1, p), "no row was stored"
     os.killpg(p.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group, workers included
     err = p.communicate(timeout=120)[1]
