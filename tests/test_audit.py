@@ -361,3 +361,26 @@ def test_population_design_skips_records_whose_copies_fill_most_training_sets(ad
     msgs = [str(x.message) for x in w if issubclass(x.category, PoolWarning)]
     assert len(msgs) == 1 and "60 to 60 exact copies" in msgs[0] and "records 340, 399" in msgs[0]
     assert r.attrs["skipped"] == [340, 399] and sorted(r["record"]) == [0, 1, 2]
+
+
+def test_too_common_is_the_exact_chance_that_a_uniform_training_set_holds_a_copy(adult):
+    """_too_common compares 1 - C(N - c, D) / C(N, D), the chance that a uniform D-subset of N records holds one of c copies, with
+    `most`: pinned to 1e-9 on both sides for c = 1..8, and at the edges (a record whose copies outnumber N - D is in every set)."""
+    import math
+    import pandas as pd
+    from achilles.shadow.audit import PoolModel, _copies, _design, _too_common
+    df, schema = adult
+    base = df.drop_duplicates().iloc[:300]
+    extra = [pd.DataFrame([base.iloc[k]] * (c - 1)) for k, c in enumerate(range(2, 9))] + [pd.DataFrame([base.iloc[10]] * 260)]
+    pop = pd.concat([base, *extra], ignore_index=True)
+    pm = PoolModel(pop, schema, "independent", None, 200)
+    N, D = len(pop), 200
+    t = np.array([0, 1, 2, 3, 4, 5, 6, 20, 10])  # 2..8 copies, one of 1, one of 261
+    c = _copies(pm)[t]
+    assert c.tolist() == [2, 3, 4, 5, 6, 7, 8, 1, 261]
+    exact = np.array([1 - math.comb(N - k, D) / math.comb(N, D) if N - k >= D else 1.0 for k in c.tolist()])
+    for j in range(len(t) - 1):
+        assert _too_common(pm, t[j:j + 1], most=exact[j] - 1e-9)[0] and not _too_common(pm, t[j:j + 1], most=exact[j] + 1e-9)[0]
+    assert _too_common(pm, t, most=0.45).tolist() == (exact > 0.45).tolist()
+    assert not _too_common(pm, t[-1:], most=1.0)[0] and _too_common(pm, t[-1:], most=1.0 - 1e-12)[0]  # "more than most": never above 1
+    assert _design("auto", 32, 32, 32, None) == "bernoulli" and _design("auto", 34, 34, 32, None) == "population"  # 16 + 4 x 4 = 32 fits exactly
