@@ -18,7 +18,7 @@ from .core.validate import check_n_jobs
 
 # %% auto #0
 __all__ = ['REGISTRIES', 'check_output', 'write_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack',
-           'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_report', 'registry',
+           'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_schema', 'cmd_report', 'registry',
            'terminal_width', 'wrap_table', 'cmd_list', 'cmd_results', 'cmd_cache', 'fill_fields', 'build_parser',
            'Terminated', 'main']
 
@@ -27,12 +27,20 @@ def _load(args):
     "The data of --csv (read with --types and --sep; the separator detected when --sep is not given) or of --dataset (with --types, --path)."
     csv, sep = getattr(args, "csv", None), getattr(args, "sep", None)
     types = parse_types(getattr(args, "types", None)) or None
+    na = getattr(args, "na_values", None)
+    keep, dec = _keep(args), getattr(args, "decimal", None)
     if csv:
-        df, schema = load_dataset(str(csv), types=types, sep=sep)
+        df, schema = load_dataset(str(csv), types=types, sep=sep, na_values=na, keep=keep, decimal=dec or ".")
         _check_not_misread(df, "--csv", csv, sep)
         return df, schema
     if sep is not None: raise ValueError(f"--sep={sep!r} applies to a --csv file; --dataset {args.dataset} is read by its own loader")
+    for flag, v in (("--na-values", na), ("--keep", getattr(args, "keep", None)), ("--decimal", dec)):
+        if v: raise ValueError(f"{flag}={v!r} applies to a --csv file; --dataset {args.dataset} is read by its own loader")
     return load_dataset(args.dataset, path=args.path, types=types)
+
+def _keep(args) -> list:
+    "The columns of --keep (repeatable, or comma-separated)."
+    return [c.strip() for v in (getattr(args, "keep", None) or []) for c in v.split(",") if c.strip()]
 
 def _check_not_misread(df, what: str, path, sep) -> None:
     "A table read as one column whose header holds another separator: an error here, before a command fails on it later."
@@ -242,7 +250,9 @@ def _nobox_tables(args, control: str = "control"):
     for k in ("train", "synthetic", control):
         f = getattr(args, k)
         if f and not Path(f).is_file(): raise FileNotFoundError(f"--{k}={f!r}: no such file")
-    train, schema = load_dataset(str(args.train), types=parse_types(args.types) or None, sep=args.sep)
+    keep, dec = _keep(args), args.decimal or "."
+    train, schema = load_dataset(str(args.train), types=parse_types(args.types) or None, sep=args.sep, na_values=args.na_values,
+                                 keep=keep, decimal=dec)
     _check_not_misread(train, "--train", args.train, args.sep)
     kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
     def other(k):
@@ -251,7 +261,8 @@ def _nobox_tables(args, control: str = "control"):
         cols = _columns_of(f, args.sep)
         lacking = [c for c in train.columns if c not in cols]
         if lacking: raise ValueError(f"--{k}={str(f)!r} lacks the column(s) {lacking} of --train {str(args.train)!r}; it has {cols[:20]}")
-        return load_dataset(str(f), types=kinds, sep=args.sep)[0]
+        return load_dataset(str(f), types=kinds, sep=args.sep, na_values=args.na_values, keep=[c for c in keep if c in cols],
+                            decimal=dec)[0][list(train.columns)]
     synthetic, held = other("synthetic"), other(control)
     from achilles.core.base import common_schema
     schema = common_schema(*[t for t in (train, synthetic, held) if t is not None])  # a value only the control holds is fine
@@ -403,8 +414,7 @@ def cmd_audit(args) -> int:
           f"features {sec['features']:.1f} s, classifiers {sec['classifiers']:.1f} s; total {sec['total']:.1f} s")
     sel = [c for c in rows.columns if c.startswith("score_")]
     if sel and len(rows) > 2:
-        print("Spearman correlation of each selector's score with the AUC: "
-              + ", ".join(f"{c[6:]} {rows[c].corr(auc, method='spearman'):+.3f}" for c in sel))
+        print("Spearman correlation of each selector's score with the AUC: " + ", ".join(f"{c[6:]} {_spearman(rows[c], auc)}" for c in sel))
     cols = ["record", "auc", "auc_ci_low", "auc_ci_high", "q_value", "tpr@0.1", "tpr@0.01", "eps_lower"] + fam + sel
     cols = [c for c in cols if c in rows]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
@@ -414,6 +424,12 @@ def cmd_audit(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #b01a9fa0
+def cmd_schema(args) -> int:
+    "Print the schema `--csv` reads to (JSON, for the user to edit and pass back with --types); each decision is said on stderr."
+    df, schema = _load(args)
+    print(json.dumps(schema.to_dict(), indent=1, default=str))
+    return 0
+
 def cmd_report(args) -> int:
     "The data custodian's report: audit, one release's no-box metrics, reasons and remedies; one self-contained HTML page."
     from achilles.experiments.custodian import custodian_report
@@ -618,6 +634,12 @@ _POS, _COUNT, _JOBS = _int_in(1), _int_in(2), _int_in()  # --jobs: checked by ch
 _RAW_HELP = ("write every cell of the CSV as it is; by default a text cell starting with =, +, -, @, tab or CR gets a leading ' "
              "so that spreadsheets show it instead of running it as a formula (OWASP's advice on CSV injection)")
 
+_NA_HELP = ("cell texts that mean 'missing', comma-separated, e.g. 'NA,?,-9' (default: only the empty cell). Missing values are "
+            "kept as information, never dropped or imputed: a missing category is a value of its own, a missing number a value apart")
+
+_KEEP_HELP = ("keep this column although it looks like an identifier or free text (left out by default, and said); repeat "
+              "it or separate columns by commas")
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="achilles", description="Vulnerable records and membership inference for synthetic data.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -626,10 +648,13 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--dataset", default="adult", help="bundled dataset name: adult (bundled) or census (needs the ONS file)")
         q.add_argument("--path", default=None, help="file for a dataset that is not bundled (e.g. the ONS census CSV)")
         q.add_argument("--csv", default=None, help="your own CSV (header row) instead of --dataset")
-        q.add_argument("--types", default=None, help="column types: 'col:kind,...' or a JSON file; kind is categorical or continuous; "
+        q.add_argument("--types", default=None, help="column types: 'col:kind,...' ('*:kind' for every column, e.g. '*:continuous,zip:categorical') or a JSON file (`achilles schema` writes one); kind is categorical or continuous; "
                        "other columns: strings categorical, numbers continuous (also overrides a bundled dataset's kinds)")
         q.add_argument("--sep", default=None, help="field separator of --csv (default: ',' or, when the header has none, what it uses: "
                        "';', tab or '|', and the command says so)")
+        q.add_argument("--na-values", default=None, help=_NA_HELP)
+        q.add_argument("--keep", action="append", default=None, metavar="COLUMN", help=_KEEP_HELP)
+        q.add_argument("--decimal", default=None, choices=[".", ","], help="decimal mark of --csv's numbers (',' for 25,7; needs --sep)")
 
     v = sub.add_parser("vulnerable", help="rank records by vulnerability and print the most vulnerable")
     data_opts(v)
@@ -667,6 +692,9 @@ def build_parser() -> argparse.ArgumentParser:
     def release_opts(q, control):
         q.add_argument("--types", default=None, help="column types of --train, as for --csv (the other files are read with the same)")
         q.add_argument("--sep", default=None, help="field separator of the files (default: detected from each header)")
+        q.add_argument("--na-values", default=None, help=_NA_HELP)
+        q.add_argument("--keep", action="append", default=None, metavar="COLUMN", help=_KEEP_HELP)
+        q.add_argument("--decimal", default=None, choices=[".", ","], help="decimal mark of the files' numbers (',' for 25,7; needs --sep)")
         q.add_argument("--seed", type=int, default=0); q.add_argument("--jobs", type=_JOBS, default=None)
         q.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
 
@@ -751,6 +779,10 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--quiet", action="store_true")
     au.set_defaults(func=cmd_audit)
 
+    sc = sub.add_parser("schema", help="print the schema a CSV is read with (JSON): edit it and pass it back with --types schema.json")
+    data_opts(sc)
+    sc.set_defaults(func=cmd_schema)
+
     rp = sub.add_parser("report", help="the data custodian's report: per-record risk, no-box metrics, reasons and remedies, as one HTML page")
     data_opts(rp)
     rp.add_argument("--data", default=None, help="your own CSV (header row) instead of --dataset (column types: --types)")
@@ -803,6 +835,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--generator", default=None)
     b.add_argument("--n-shadow", type=_COUNT, default=None); b.add_argument("--n-test", type=_COUNT, default=None)
     b.add_argument("--n-datasets", type=_POS, default=None, help="audit: datasets in the timed pool (default 4,000)")
+    b.add_argument("--missing", type=_float_in(0, 0.9), default=None,
+                   help="distance, neighbours: also time the same calls with this share of cells missing (MCAR), and print the ratio")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=_JOBS, default=None)
     b.add_argument("--population", action="store_const", const=True, default=None,
@@ -874,6 +908,19 @@ def _quiet_stdout(stream) -> None:
     try: os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
     except (OSError, ValueError, AttributeError): pass
 
+def _spearman(a: pd.Series, b: pd.Series) -> str:
+    "Spearman's correlation as text; 'n/a (constant)' where either side is constant (scipy would warn and give NaN)."
+    if a.nunique(dropna=True) < 2 or b.nunique(dropna=True) < 2: return "n/a (constant)"
+    return f"{a.corr(b, method='spearman'):+.3f}"
+
+class _OncePerCommand:
+    "`warnings.showwarning` that prints each (category, message) once per command, however many call sites raise it."
+    def __init__(self, show): self.show, self.seen = show, set()
+    def __call__(self, message, category, *a, **k):
+        key = (category, str(message))
+        if key in self.seen: return
+        self.seen.add(key); self.show(message, category, *a, **k)
+
 def main(argv=None) -> int:
     "Entry point of the `achilles` console script: one line per error (exit 2; 1 for a failure that is not the input's), 130 on Ctrl-C, 143 on SIGTERM, 141 on a closed pipe."
     try: args = build_parser().parse_args(argv)
@@ -886,6 +933,7 @@ def main(argv=None) -> int:
     code, stop = 2, None
     loky = _LokyThreadErrors().__enter__()  # left in place after an interruption: the manager thread may trip as the pool shuts down
     with warnings.catch_warnings():
+        warnings.showwarning = _OncePerCommand(warnings.showwarning)  # restored with the filters when the block ends
         # joblib warns, as a Ctrl-C unwinds through its result generator, that it cancelled the tasks in flight: the line below says so
         warnings.filterwarnings("ignore", message=r".*tasks which were still being processed by the workers have been cancelled",
                                 category=UserWarning)

@@ -12,7 +12,7 @@ import pandas as pd
 import numba
 from numba import njit, prange
 
-from .core.data import Schema
+from .core.data import Schema, MISSING_SCALED
 from .core.runtime import limit_threads
 from .core.validate import check_bool, check_float, check_int, check_n_jobs
 from .distance import COSINE, EUCLIDEAN, GOWER, HAMMING, MINKOWSKI, SPHERE, Metric, _powp, _rootp, _sqnorms, get_metric
@@ -83,7 +83,9 @@ class NeighbourData:
         for col in schema.columns:
             s = df[col.name]
             if col.is_categorical:
-                cat[ic] = _cat_codes(s, col); ic += 1
+                codes = _cat_codes(s, col)
+                if col.missing: codes[codes == MISSING_CODE] = col.missing_code  # the schema knows missing: a category of its own
+                cat[ic] = codes; ic += 1
                 continue
             if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) and not s.isna().all():
                 try: v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
@@ -97,6 +99,9 @@ class NeighbourData:
                 raise ValueError(f"column {col.name!r}: infinite value {v[i]!r} at row {s.index[i]!r}")
             width = col.upper - col.lower
             cont[ik] = (v - col.lower) / width if width > 0 else np.where(np.isnan(v), np.nan, 0.0)
+            if col.missing:  # the schema knows missing: the shared encoding's value, apart from every number
+                x = cont[ik]; nan = np.isnan(x)
+                np.maximum(x, -0.5, out=x); x[nan] = MISSING_SCALED
             ik += 1
         return cls(schema, cat, cont, n)
 
@@ -121,8 +126,9 @@ class NeighbourData:
         out = {}
         ic = ik = 0
         for c in self.schema.columns:
-            if c.is_categorical: out[c.name] = int((self.cat[ic] == MISSING_CODE).sum()); ic += 1
-            else: out[c.name] = int(np.isnan(self.cont[ik]).sum()); ik += 1
+            if c.is_categorical:
+                out[c.name] = int((self.cat[ic] == (c.missing_code if c.missing else MISSING_CODE)).sum()); ic += 1
+            else: out[c.name] = int((np.isnan(self.cont[ik]) | ((self.cont[ik] == MISSING_SCALED) & c.missing)).sum()); ik += 1
         return pd.Series(out, name="missing")
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #b3c6c421

@@ -45,13 +45,16 @@ def subset_mask(columns: Sequence[str],  # column names
 # %% ../nbs/10_kernels/11_queries.ipynb #f4cba2b4
 @njit(cache=True)
 def _match_masks(cat, cont, tcat, tcont, cat_bits, cont_bits, out):
-    "out[i] = bit mask of the attributes on which record i matches the target (= on categorical, <= on continuous)."
+    "out[i] = bit mask of the attributes on which record i matches the target (= on categorical, <= on continuous; a missing number matches only a missing number)."
+    lo = np.empty(cont.shape[1])  # a present target value: the record's value lies in [-0.5, t] (missing is -1); a missing one: <= -1
+    for j in range(cont.shape[1]): lo[j] = -0.5 if tcont[j] >= -0.5 else -np.inf
     for i in range(out.shape[0]):
         m = np.int64(0)
         for j in range(cat.shape[1]):
             if cat[i, j] == tcat[j]: m |= cat_bits[j]
         for j in range(cont.shape[1]):
-            if cont[i, j] <= tcont[j]: m |= cont_bits[j]
+            x = cont[i, j]
+            if x <= tcont[j] and x >= lo[j]: m |= cont_bits[j]
         out[i] = m
 
 @njit(cache=True)

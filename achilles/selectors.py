@@ -50,8 +50,14 @@ def rare_value_scores(df: pd.DataFrame, schema: Schema,
         rmin = np.where(r < threshold, np.minimum(rmin, r), rmin)
     for f in range(enc.cont.shape[1]):
         x = enc.cont[:, f]
-        rare = x > np.percentile(x, percentile)
-        rmin = np.where(rare, np.minimum(rmin, _upper_tail(x)), rmin)
+        miss = x < -0.5  # a missing number (MISSING_SCALED): rare as a category is, by its share
+        if miss.any():
+            share = miss.mean()
+            if share < threshold: rmin = np.where(miss, np.minimum(rmin, share), rmin)
+            if miss.all(): continue
+        there = x[~miss]
+        rare = ~miss & (x > np.percentile(there, percentile))
+        rmin = np.where(rare, np.minimum(rmin, _upper_tail(np.where(miss, -np.inf, x))), rmin)
     return -np.log(rmin) + 0.0  # + 0.0: no -0.0 for records without a rare value
 
 def _percentile_bins(x: np.ndarray, bins: int) -> np.ndarray:
@@ -69,7 +75,9 @@ def loglikelihood_scores(df: pd.DataFrame, schema: Schema,
     for f, size in enumerate(schema.cardinalities):
         ll += np.log(_category_frequencies(enc.cat[:, f], int(size)))
     for f in range(enc.cont.shape[1]):
-        b = _percentile_bins(enc.cont[:, f], int(bins))
+        x = enc.cont[:, f]; miss = x < -0.5  # a missing number: a bin of its own
+        b = np.zeros(len(x), np.int64)
+        if (~miss).any(): b[~miss] = _percentile_bins(x[~miss], int(bins)) + 1
         ll += np.log(_category_frequencies(b, int(b.max()) + 1))
     return -ll
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from achilles import cli
-from achilles.core.data import load_adult, Schema
+from achilles.core.data import load_csv, load_adult, Schema
 from achilles.distance import vulnerability_scores
 
 
@@ -23,8 +23,7 @@ def test_vulnerable_matches_library(small_csv, capsys, tmp_path):
     assert cli.main(["vulnerable", "--csv", str(small_csv), "--k", "4", "--top", "7", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "7 most vulnerable of 400 records" in printed
-    df = pd.read_csv(small_csv)
-    schema = Schema.from_dataframe(df)
+    df, schema = load_csv(small_csv)  # the CLI's reading: `prepare_table`'s rules (education-num, 16 codes, is categorical)
     v = vulnerability_scores(df, schema, k=4)
     table = pd.read_csv(out)
     assert np.allclose(np.sort(v)[::-1][:7], table["V_4"].to_numpy())

@@ -168,8 +168,11 @@ def test_id_like_columns(tmp_path):
     assert "'weight'" in sanity_check(df[["weight", "x"]], s)[0]
     p = tmp_path / "ids.csv"
     df.to_csv(p, index=False)
-    _, got = caught_data_warnings(lambda: load_csv(p))
-    assert len(got) == 3 and all("identifier" in g for g in got)
+    (read, schema), got = caught_data_warnings(lambda: load_csv(p))
+    assert list(read.columns) == ["weight", "x", "f"]  # issue 37: the identifiers are left out of every computation, in one line
+    assert "left out as identifiers" in got[0] and all(f"'{c}'" in got[0] for c in ("user", "row", "PersonID"))
+    assert "'x'" in got[1] and "codes" in got[1] and len(got) == 2  # x: 4 whole numbers, typed categorical, and said
+    assert list(load_csv(p, keep=["row"])[0].columns) == ["row", "weight", "x", "f"]  # --keep keeps one
 
 
 def test_constant_date_mixed_single_continuous():
@@ -197,8 +200,9 @@ def test_mixed_share_threshold_and_declared(tmp_path):
     p = tmp_path / "m.csv"
     many.to_csv(p, index=False)
     _, got = caught_data_warnings(lambda: load_csv(p))
+    got = [g for g in got if "typed categorical" not in g]  # x: whole numbers 0-4, typed categorical (said in its own line)
     assert len(got) == 1 and "'size'" in got[0]
-    _, got = caught_data_warnings(lambda: load_csv(p, types={"size": "categorical"}))
+    _, got = caught_data_warnings(lambda: load_csv(p, types={"size": "categorical", "x": "continuous"}))
     assert got == []
 
 
@@ -226,9 +230,10 @@ def test_adult_gives_no_warning(adult, tmp_path):
         load_dataset("adult")
         p = tmp_path / "adult.csv"
         df.to_csv(p, index=False)
-        load_csv(p)
+        types = {"education-num": "continuous"}  # the paper's type; undeclared, its 16 codes are read as categories (and said)
+        load_csv(p, types=types)
         df.iloc[:400].to_csv(p, index=False)  # a sample: fnlwgt is then all distinct, but no identifier
-        load_csv(p)
+        load_csv(p, types=types)
 
 
 @pytest.mark.skipif(not CENSUS.exists(), reason="census sample not available")
@@ -261,7 +266,7 @@ def test_dataset_label(tmp_path):
     assert dataset_label("adult.csv") == "file:adult.csv"
     with pytest.raises(ValueError) as e:
         dataset_label("mnist")
-    assert "adult, adult_full, census" in one_line(e)
+    assert "adult, adult_full, adult_missing, census" in one_line(e)
 
 
 def test_table_fingerprint(adult):

@@ -200,7 +200,7 @@ def test_config_and_schema_json(small, tmp_path):
         train="train.csv", n=11, params={"epochs": 7, "lr": 0.1}, out="samples.csv", losses="losses.json")
     assert isinstance(cfg["seed"], int) and cfg["schema"] == schema_json(schema)
     assert [c["name"] for c in cfg["schema"]] == schema.names
-    assert set(cfg["schema"][0]) == {"name", "kind", "categories", "lower", "upper", "integer"}
+    assert set(cfg["schema"][0]) == {"name", "kind", "categories", "lower", "upper", "integer", "missing"}
     assert g.losses_.empty  # no losses.json written
 
 

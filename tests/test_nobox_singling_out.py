@@ -68,8 +68,6 @@ def test_counts_edge_cases():
     assert predicate_counts(X, ne).tolist() == [2]
     empty_table = CountTable(np.zeros((0, 2)))
     assert empty_table.count(ne).tolist() == [0]
-    with pytest.raises(ValueError, match="missing values"):
-        CountTable(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="column positions"):
         CountTable(X).count(Predicates(np.array([[2]]), np.array([[EQ]], np.int8), np.array([[1.0]]), np.array([1])))
 
@@ -134,10 +132,9 @@ def test_query_table_codes_are_shared_and_unseen_values_get_their_own():
     assert qt.levels[0] == ("a", "b", "z", "y")
     assert qt.encode(pd.DataFrame({"c": ["y", "a", "z"], "x": [1, 1, 1]}))[:, 0].tolist() == [3.0, 0.0, 2.0]
     assert qt.encode(pd.DataFrame({"c": ["a"], "x": [-4.5]}))[:, 1].tolist() == [-4.5]  # negative numbers are values
-    for bad in (pd.DataFrame({"c": ["a", None], "x": [1, 2]}), pd.DataFrame({"c": pd.Categorical(["a", None]), "x": [1, 2]}),
-                pd.DataFrame({"c": ["a", "b"], "x": [1.0, np.nan]})):
-        with pytest.raises(ValueError, match="missing values in column"):
-            qt.encode(bad, "control")
+    for bad in (pd.DataFrame({"c": ["a", "w"], "x": [1, 2]}), pd.DataFrame({"c": pd.Categorical(["a", "w"]), "x": [1, 2]})):
+        with pytest.raises(ValueError, match="'w' in column 'c', which this QueryTable was not fitted on"):
+            qt.encode(bad, "control")  # a value `fit` never saw (not a missing one) is still an error
 
 
 def test_univariate_queries_single_out_and_are_distinct(adult_leak):
@@ -378,11 +375,166 @@ def test_bad_arguments(leaky):
         SinglingOut(n_cols=[3, 16]).evaluate(s.train, s.synthetic, s.control)
     with pytest.raises(ValueError, match="empty"):
         SinglingOut().evaluate(s.train, s.synthetic.iloc[:0], s.control)
-    holey = s.synthetic.assign(age=s.synthetic.age.astype(float).where(s.synthetic.index > 0))
-    with pytest.raises(ValueError, match="missing value"):
-        SinglingOut(n_cols=3).evaluate(s.train, holey, s.control)
-    with pytest.raises(ValueError, match="synthetic has missing values in column 'age'"):
-        SinglingOut(n_cols=3, schema=Schema.from_dataframe(s.train)).evaluate(s.train, holey, s.control)
+
+
+# --- missing values: a missing category is a category of its own, a missing number equals only another missing number -------
+def _reference_counts_missing(X, preds):
+    "Plain numpy, the rule spelled out: `== NaN` is missing, `!= NaN` is present, an order with NaN on either side is false."
+    out = []
+    for p in range(len(preds)):
+        ok = np.ones(len(X), bool)
+        for t in range(preds.nterms[p]):
+            x, op, v = X[:, preds.cols[p, t]], int(preds.ops[p, t]), preds.vals[p, t]
+            if np.isnan(v): ok &= np.isnan(x) if op == EQ else ~np.isnan(x) if op == NE else np.zeros(len(x), bool)
+            else: ok &= _OPS[op](x, v)  # IEEE: NaN == v false, NaN != v true, NaN < v (and the others) false
+        out.append(int(ok.sum()))
+    return np.array(out, np.int64)
+
+
+@pytest.mark.parametrize("n,d", [(1, 1), (3, 2), (60, 3), (1500, 6)])
+def test_counts_with_missing_values_match_the_rule(n, d):
+    g = np.random.default_rng(7 * n + d)
+    X = g.integers(0, 4, size=(n, d)).astype(np.float64)
+    X[g.random((n, d)) < 0.25] = np.nan  # a quarter missing, in every column
+    if n > 3: X[: n // 3] = X[n // 3: 2 * (n // 3)]  # duplicate rows, missing values included
+    preds = _random_predicates(X, 600, min(d, 4), g)  # values from X: NaN in about a quarter of the terms
+    assert np.isnan(preds.vals).any() or n == 1
+    ref = _reference_counts_missing(X, preds)
+    assert (ref > 0).any()
+    np.testing.assert_array_equal(predicate_counts(X, preds), ref)
+    for cap in (1, 2):
+        np.testing.assert_array_equal(predicate_counts(X, preds, cap=cap), np.minimum(ref, cap))
+    if n == 1500:  # and `== NaN` alone is exactly the missing rows, column by column (not 0, as IEEE equality would give)
+        isna = Predicates(np.arange(d)[:, None], np.full((d, 1), EQ, np.int8), np.full((d, 1), np.nan), np.ones(d, np.int64))
+        np.testing.assert_array_equal(predicate_counts(X, isna), np.isnan(X).sum(0))
+
+
+def test_a_record_with_a_missing_number_gives_an_isna_term_that_matches_exactly_the_missing_rows():
+    S = CountTable(np.array([[1.0, 0], [2, 0], [2, 1], [3, 1], [np.nan, 1], [7, 0]]))  # one synthetic record misses x
+    q, _ = multivariate_queries(S, np.array([True, False]), 1, 50, 5000, np.random.default_rng(0))
+    terms = set(zip(q.cols[:, 0].tolist(), q.ops[:, 0].tolist(), q.vals[:, 0].tolist()))
+    isna = [t for t in terms if t[0] == 0 and math.isnan(t[2])]
+    assert len(isna) == 1 and isna[0][1] == EQ  # the record missing x singles itself out by `x.isna()`, not by an order
+    assert {t for t in terms if not math.isnan(t[2])} == {(0, LE, 1.0), (0, GE, 7.0)}  # the extremes (median 2: of the numbers)
+    p = Predicates(np.array([[0]]), np.array([[EQ]], np.int8), np.array([[np.nan]]), np.array([1]))
+    T = np.array([[np.nan, 0], [1.0, 0], [2, 1], [np.nan, 1], [3, 0], [np.nan, 0], [-1, 1]])  # x missing in rows 0, 3, 5
+    assert predicate_counts(T, p).tolist() == [3]
+    assert [int(predicate_counts(T[[i]], p)[0]) for i in range(len(T))] == [1, 0, 0, 1, 0, 1, 0]  # those rows, and only they
+    two = Predicates(np.array([[1, 0]]), np.array([[EQ, EQ]], np.int8), np.array([[0.0, np.nan]]), np.array([2]))
+    assert predicate_counts(T, two).tolist() == [2]  # with a second term (the multi-term kernel): rows 0 and 5
+
+
+def test_orders_never_match_a_missing_number():
+    X = np.array([[np.nan], [1.0], [2.0], [np.nan], [3.0]])
+    for op, want in ((LT, 1), (LE, 2), (GT, 1), (GE, 2), (NE, 4), (EQ, 1)):  # against 2: NaN is neither below nor above it
+        p = Predicates(np.array([[0]]), np.array([[op]], np.int8), np.array([[2.0]]), np.array([1]))
+        assert predicate_counts(X, p).tolist() == [want], OP_TEXT[op]
+    for op in (LT, LE, GT, GE):  # an order against a missing value: no row, not even the missing ones
+        p = Predicates(np.array([[0]]), np.array([[op]], np.int8), np.array([[np.nan]]), np.array([1]))
+        assert predicate_counts(X, p).tolist() == [0], OP_TEXT[op]
+    p = Predicates(np.array([[0]]), np.array([[NE]], np.int8), np.array([[np.nan]]), np.array([1]))
+    assert predicate_counts(X, p).tolist() == [3]  # `notna`
+
+
+@pytest.mark.parametrize("dtype", ["category", "object", "str"])
+def test_a_missing_category_is_a_code_of_its_own_that_matches_only_missing(dtype):
+    df = pd.DataFrame({"c": pd.Series(["a", None, "b", None, "a", "b"], dtype=dtype), "x": [1.0, 2, 3, 4, 5, 6]})
+    qt = QueryTable.fit(Schema.from_dataframe(df), df)
+    X = qt.encode(df)
+    miss = float(len(qt.levels[0]))
+    assert qt.levels[0] == ("a", "b") and X[:, 0].tolist() == [0.0, miss, 1.0, miss, 0.0, 1.0]
+    one = lambda op, v: Predicates(np.array([[0]]), np.array([[op]], np.int8), np.array([[v]]), np.array([1]))
+    rows = lambda p: [int(predicate_counts(X[[i]], p)[0]) for i in range(len(X))]
+    assert rows(one(EQ, miss)) == [0, 1, 0, 1, 0, 0]  # missing: exactly the missing rows
+    assert rows(one(EQ, 0.0)) == [1, 0, 0, 0, 1, 0]  # 'a': not the missing rows
+    assert rows(one(NE, 0.0)) == [0, 1, 1, 1, 0, 1]  # not 'a': missing is not 'a'
+    assert rows(one(NE, miss)) == [1, 0, 1, 0, 1, 1]
+    for op, v in ((EQ, miss), (NE, miss), (EQ, 0.0), (NE, 0.0)):  # the printed queries select the same rows in pandas
+        assert (rows(one(op, v)) == df.index.isin(df.query(qt.query(one(op, v), 0)).index).astype(int)).all()
+    assert qt.query(one(EQ, miss), 0) == "`c`.isna()"
+    S = CountTable(unique_rows(qt.encode(df.iloc[:3])))  # one missing value among the synthetic records: `c.isna()` singles out
+    q = univariate_queries(S, qt.numeric, 100, np.random.default_rng(0))
+    assert "`c`.isna()" in [qt.query(q, i) for i in range(len(q))]
+
+
+def test_unique_rows_with_missing_values():
+    neg_nan = -np.array([np.nan])[0]  # a NaN with other bits: still one missing value
+    X = np.array([[np.nan, 1.0], [1.0, 2.0], [neg_nan, 1.0], [np.nan, 2.0], [1.0, 2.0]])
+    U = unique_rows(X)
+    assert U.shape == (3, 2)
+    np.testing.assert_array_equal(U, X[[0, 1, 3]])
+    p = Predicates(np.array([[0], [0]]), np.array([[EQ], [EQ]], np.int8), np.array([[np.nan], [neg_nan]]), np.ones(2, np.int64))
+    assert p.keys()[0] == p.keys()[1]  # repeated `isna` terms are one predicate
+
+
+def test_random_queries_draw_missing_as_one_value():
+    S = CountTable(np.array([[1.0, 0], [1, 1], [2, 0], [2, 1], [np.nan, 2], [np.nan, 2], [np.nan, 2], [np.nan, 2]]))
+    q = random_queries(S, np.array([True, False]), 6000, 1, np.random.default_rng(3))
+    v, o = q.vals[q.cols == 0], q.ops[q.cols == 0]
+    share = np.array([np.mean(v == 1), np.mean(v == 2), np.mean(np.isnan(v))])
+    assert np.abs(share - 1 / 3).max() < 0.03  # 1, 2 and "missing": three values, whatever the number of missing records
+    assert set(o[np.isnan(v)].tolist()) == {EQ, NE} and set(o[~np.isnan(v)].tolist()) == set(range(6))
+
+
+def _islands(kind):
+    "16 records, every combination of four binary columns, twice; one more record equal to the first but `x` missing."
+    import itertools
+    base = pd.DataFrame(list(itertools.product("pq", "uv", "st", (1.0, 2.0))) * 2, columns=["a", "b", "c", "x"])
+    if kind == "categorical": base["x"] = base["x"].map({1.0: "lo", 2.0: "hi"})
+    odd = base.iloc[[0]].assign(x=np.nan if kind == "numeric" else None)
+    return base, odd
+
+
+@pytest.mark.parametrize("kind", ["numeric", "categorical"])
+@pytest.mark.parametrize("kw", [dict(mode="univariate"), dict(n_cols=2), dict(mode="both", n_cols=[2, 3])])
+def test_a_record_singled_out_only_by_its_missing_value(kind, kw):
+    "Only its missing value sets the odd record apart: kept, the attack singles it out (risk 1); imputed or dropped, nobody is."
+    base, odd = _islands(kind)
+    train = pd.concat([base, odd], ignore_index=True)
+    control = pd.concat([base, base.iloc[[1]].assign(a="r")], ignore_index=True)  # as many distinct records, none missing x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = SinglingOut(n_attacks=50, max_attempts=20_000, **kw)
+        r = m.evaluate(train, train.copy(), control, rng=0)
+        assert r.value == 1.0 and r.attack_rate == 1.0 and r.control_rate == 0.0 and r.n >= 1
+        imputed = train.fillna({"x": base.x.iloc[0]})  # the record becomes a copy of its neighbour
+        for t in (imputed, train.dropna()):
+            with pytest.raises(ValueError, match="no query singles out"):
+                m.evaluate(t, t.copy(), control, rng=0)
+
+
+def test_missing_values_in_a_custodian_table():
+    from achilles.core.testing import custodian_table
+    df = custodian_table(600, rng=0, ids=False, dates=False, free_text=False)
+    schema = Schema.from_dataframe(df)
+    assert {c.kind for c in schema.columns if c.missing} == {"categorical", "continuous"}  # missing values of both kinds
+    train, control = df.iloc[:300], df.iloc[300:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = SinglingOut(mode="both", n_cols=[3, 5], n_attacks=300).evaluate(train, train.copy(), control, rng=0)
+    assert math.isfinite(r.value) and r.value == 1.0 and r.attack_rate == 1.0 and r.n > 0
+    for k in ("risk_univariate", "risk_n_cols_3", "risk_n_cols_5"):
+        assert math.isfinite(r.metrics[k]), k
+    # the queries use missing values, and they agree with pandas' own reading of the printed query strings
+    qt = QueryTable.fit(schema, train, control)
+    S = CountTable(unique_rows(qt.encode(train)))
+    syn = train.drop_duplicates().astype({c: "float64" for c in schema.continuous})  # nullable Int64: NA as NaN for `query`
+    q, _ = multivariate_queries(S, qt.numeric, 3, 300, 10**6, np.random.default_rng(0))
+    rq = random_queries(S, qt.numeric, 300, 3, np.random.default_rng(1))
+    texts = [qt.query(q, i) for i in range(len(q))] + [qt.query(rq, i) for i in range(len(rq))]
+    assert sum(".isna()" in s for s in texts) > 30 and sum(".notna()" in s for s in texts) > 5
+    assert np.concatenate([S.count(q), S.count(rq)]).tolist() == [len(syn.query(s)) for s in texts]
+
+
+def test_missing_values_with_a_schema_from_complete_data(leaky):
+    "A synthetic table with a missing age evaluates, also with a schema built from complete data (it only names the numbers)."
+    s = leaky[0.5]
+    holey = s.synthetic.assign(age=s.synthetic.age.astype(float).where(s.synthetic.index != s.synthetic.index[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = SinglingOut(n_cols=3, n_attacks=300).evaluate(s.train, holey, s.control, rng=0)
+        r2 = SinglingOut(n_cols=3, n_attacks=300, schema=Schema.from_dataframe(s.train)).evaluate(s.train, holey, s.control, rng=0)
+    assert math.isfinite(r.value) and r.n == 300 and r2.value == r.value and r2.n == r.n
 
 
 def test_no_possible_guess_is_a_clear_error():

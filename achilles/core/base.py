@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from sklearn.exceptions import NotFittedError
 
-from .data import Schema, Encoded, as_encoded, check_release, encode
+from .data import Schema, Encoded, as_encoded, check_release, encode, MISSING_SCALED
 from .results import RiskResult, check_labels
 from .rng import check_rng, child_seeds
 from .validate import check_int
@@ -102,7 +102,7 @@ def _check_fitted(self: Generator):
 # %% ../../nbs/00_core/06_base.ipynb #7bb69df0
 @patch
 def _finish(self: Generator, enc: Encoded) -> tuple[Encoded, np.ndarray]:
-    "Clip continuous values to the schema range, round integer columns on the original scale; (encoded, original) values."
+    "Clip continuous values to the schema range, round integer columns on the original scale; (encoded, original) values. A value below -0.5 in a column with missing values is missing: `MISSING_SCALED` encoded, NaN on the original scale."
     cont = np.ascontiguousarray(enc.cont, dtype=np.float64)
     cols = [self.schema[name] for name in self.schema.continuous]
     lo = np.array([c.lower for c in cols], np.float64); hi = np.array([c.upper for c in cols], np.float64)
@@ -110,6 +110,10 @@ def _finish(self: Generator, enc: Encoded) -> tuple[Encoded, np.ndarray]:
     raw = np.clip(cont * w + lo, lo, hi)  # all columns at once: the same operations, element by element, as one by one
     if whole.any(): raw[:, whole] = np.clip(np.rint(raw[:, whole]), lo[whole], hi[whole])
     out = np.where(w > 0, np.clip((raw - lo) / np.where(w > 0, w, 1.0), 0.0, 1.0), 0.0)  # exactly what `encode` computes
+    can_miss = np.array([c.missing for c in cols], bool)
+    if can_miss.any():
+        miss = (cont < -0.5) & can_miss
+        out[miss] = MISSING_SCALED; raw[miss] = np.nan
     return Encoded(np.ascontiguousarray(enc.cat, dtype=np.int32), out), raw
 
 @patch
@@ -145,14 +149,16 @@ def sample(self: Generator,
             codes = enc.cat[:, ic]; ic += 1
             d = dt[col.name] if dt is not None else None
             if isinstance(d, pd.CategoricalDtype) and list(d.categories) == list(col.categories):
-                out[col.name] = pd.Categorical.from_codes(codes, dtype=d)
+                out[col.name] = col.to_categorical(codes, dtype=d)
             else:
-                s = pd.Categorical.from_codes(codes, categories=pd.Index(list(col.categories), dtype=object))
+                s = col.to_categorical(codes)
                 out[col.name] = s if d is None else pd.Series(s).astype(d)
         else:
             v = raw[:, ik]; ik += 1
-            d = dt[col.name] if dt is not None else (np.dtype(np.int64) if col.integer else np.dtype(np.float64))
-            out[col.name] = v.astype(d)
+            d = dt[col.name] if dt is not None else (np.dtype(np.int64) if col.integer and not col.missing else np.dtype(np.float64))
+            if isinstance(d, pd.api.extensions.ExtensionDtype): out[col.name] = pd.array(v, dtype=d)  # e.g. Int64: NaN is <NA>
+            elif col.missing and np.isnan(v).any() and not np.issubdtype(d, np.floating): out[col.name] = v  # NaN needs float64
+            else: out[col.name] = v.astype(d)
     return pd.DataFrame(out)
 
 # %% ../../nbs/00_core/06_base.ipynb #763c85ef
@@ -304,14 +310,6 @@ class PrivacyMetric:
             missing = [c for c in train.columns if c not in t.columns]
             if missing and self.schema is None:
                 raise ValueError(f"{k} lacks the column(s) {missing} of train; it has {list(t.columns)[:20]}")
-        for k, t in tables.items():  # a missing value is named by its table and its row, before the tables are combined
-            if t is None: continue
-            cols = [c for c in (self.schema.names if self.schema is not None else train.columns) if c in t.columns]
-            miss = t[cols].isna().to_numpy()
-            if miss.any():
-                r, j = np.argwhere(miss)[0]
-                raise ValueError(f"{k} has missing values in column {cols[j]!r}: {int(miss[:, j].sum()):,}, the first in row "
-                                 f"{int(r)} (counted from 0; index label {t.index[r]!r}); drop or impute them")
         schema = self.schema if self.schema is not None else common_schema(*[t for t in tables.values() if t is not None])
         check_schema(schema)
         for k, t in tables.items():

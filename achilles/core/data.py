@@ -17,15 +17,18 @@ from .registry import Registry
 from .validate import InvalidParameterError, check_columns
 
 # %% auto #0
-__all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS', 'ADULT_CONTINUOUS', 'CENSUS_ENV',
-           'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode',
-           'decode', 'as_encoded', 'load_adult', 'load_adult_full', 'census_path', 'load_uk_census', 'read_csv_checked',
-           'parse_types', 'sanity_check', 'overlap_share', 'release_problems', 'check_release', 'detect_sep',
-           'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
+__all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'MISSING_SCALED', 'MISSING_LABEL', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS',
+           'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'MAX_CODES', 'DATASETS', 'Column',
+           'Schema', 'Encoded', 'DataWarning', 'encode', 'decode', 'as_encoded', 'load_adult', 'load_adult_full',
+           'load_adult_missing', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types', 'sanity_check',
+           'prepare_table', 'overlap_share', 'release_problems', 'check_release', 'parse_na_values', 'detect_sep',
+           'missing_summary', 'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
 KINDS = (CATEGORICAL, CONTINUOUS)
+MISSING_SCALED = -1.0  # the encoded value of a missing number: one range-width below the column's minimum
+MISSING_LABEL = "(missing)"  # how reports name a missing value
 
 @dataclass(frozen=True)
 class Column:
@@ -36,6 +39,7 @@ class Column:
     lower: float = math.nan  # continuous: minimum of the reference data (m_f in Eq. 3)
     upper: float = math.nan  # continuous: maximum of the reference data (M_f in Eq. 3)
     integer: bool = False  # continuous: values are whole numbers (generators round what they sample)
+    missing: bool = False  # the reference data has missing values here: a category of its own, or the value `MISSING_SCALED`
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -54,8 +58,23 @@ class Column:
     def is_categorical(self) -> bool: return self.kind == CATEGORICAL
     @property
     def cardinality(self) -> int:
-        "Number of values in the domain of a categorical column (0 for a continuous one)."
+        "Number of codes of a categorical column: its values, plus one for 'missing' when it has missing values (0 if continuous)."
+        return len(self.categories) + int(self.missing) if self.is_categorical else 0
+    @property
+    def missing_code(self) -> int:
+        "The code of a missing value in a categorical column with missing values (the last code)."
+        if not (self.is_categorical and self.missing):
+            raise ValueError(f"column {self.name!r} has no missing code: it is {self.kind} with missing={self.missing}")
         return len(self.categories)
+    def label(self, code: int) -> str:
+        "How a report names the value with this code: the category as text, or '(missing)'."
+        return MISSING_LABEL if self.missing and code == len(self.categories) else str(self.categories[code])
+    def to_categorical(self, codes: np.ndarray, dtype=None) -> pd.Categorical:
+        "Codes as a pandas Categorical over the domain (the missing code becomes NaN); `dtype` a CategoricalDtype with the same categories."
+        codes = np.asarray(codes)
+        if self.missing: codes = np.where(codes == len(self.categories), -1, codes)
+        if dtype is not None: return pd.Categorical.from_codes(codes, dtype=dtype)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(list(self.categories), dtype=object))
 
 # %% ../../nbs/00_core/04_data.ipynb #b2ea2b46
 def _is_numeric(s: pd.Series) -> bool:
@@ -136,21 +155,25 @@ class Schema:
             kind = types.get(name, CONTINUOUS if _is_numeric(s) else CATEGORICAL)
             if kind not in KINDS:
                 raise ValueError(f"column {name!r}: type {kind!r} is not a column type; use one of {KINDS}")
-            _check_no_missing(s, name)
+            miss = s.isna().to_numpy()
+            if miss.all():
+                raise ValueError(f"column {name!r} is entirely missing (all {len(s):,} values); it carries no information: drop it")
             if kind == CATEGORICAL:
                 cats = (tuple(_py(v) for v in s.cat.categories) if isinstance(s.dtype, pd.CategoricalDtype)
                         else tuple(_py(v) for v in _sorted_domain(s)))
-                cols.append(Column(str(name), CATEGORICAL, cats))
+                cols.append(Column(str(name), CATEGORICAL, cats, missing=bool(miss.any())))
             else:
                 if not _is_numeric(s):
                     raise ValueError(f"column {name!r} is declared continuous but has non-numeric dtype {s.dtype} "
-                                     f"(e.g. value {s.iloc[0]!r})")
-                v = s.to_numpy(dtype=np.float64)
-                if not np.all(np.isfinite(v)):
-                    bad = s[~np.isfinite(v)].index[0]
+                                     f"(e.g. value {s.dropna().iloc[0]!r})")
+                v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+                if np.isinf(v).any():
+                    bad = s.index[int(np.argmax(np.isinf(v)))]
                     raise ValueError(f"column {name!r}: non-finite value {s[bad]!r} at row {bad!r}")
-                integer = bool(pd.api.types.is_integer_dtype(s))
-                cols.append(Column(str(name), CONTINUOUS, lower=float(v.min()), upper=float(v.max()), integer=integer))
+                p = v[~miss]
+                integer = bool(pd.api.types.is_integer_dtype(s)) or bool(miss.any() and np.all(p == np.round(p)))
+                cols.append(Column(str(name), CONTINUOUS, lower=float(p.min()), upper=float(p.max()), integer=integer,
+                                   missing=bool(miss.any())))
         return cls(tuple(cols))
 
     @classmethod
@@ -158,9 +181,10 @@ class Schema:
         "Inverse of `Schema.to_dict`."
         cols = []
         for c in d["columns"]:
-            if c.get("kind") == CATEGORICAL: cols.append(Column(c["name"], CATEGORICAL, tuple(c["categories"])))
+            miss = bool(c.get("missing", False))
+            if c.get("kind") == CATEGORICAL: cols.append(Column(c["name"], CATEGORICAL, tuple(c["categories"]), missing=miss))
             else: cols.append(Column(c["name"], c.get("kind"), lower=float(c["lower"]), upper=float(c["upper"]),
-                                     integer=bool(c.get("integer", False))))
+                                     integer=bool(c.get("integer", False)), missing=miss))
         return cls(tuple(cols))
 
 # %% ../../nbs/00_core/04_data.ipynb #23df3f71
@@ -169,7 +193,8 @@ def to_frame(self: Schema) -> pd.DataFrame:
     "One row per column: kind and domain, for display."
     rows = []
     for c in self.columns:
-        dom = (f"{c.cardinality} values" if c.is_categorical else f"[{c.lower:g}, {c.upper:g}]")
+        dom = (f"{len(c.categories)} values" if c.is_categorical else f"[{c.lower:g}, {c.upper:g}]")
+        if c.missing: dom += " + missing"
         rows.append(dict(column=c.name, kind=c.kind, domain=dom, integer=c.integer if not c.is_categorical else None))
     return pd.DataFrame(rows)
 
@@ -181,16 +206,17 @@ def to_dict(self: Schema) -> dict:
         d = dict(name=c.name, kind=c.kind)
         if c.is_categorical: d["categories"] = list(c.categories)
         else: d.update(lower=c.lower, upper=c.upper, integer=c.integer)
+        if c.missing: d["missing"] = True  # only when set: complete tables keep the JSON (and the fingerprints) they had
         out.append(d)
     return dict(columns=out)
 
 # %% ../../nbs/00_core/04_data.ipynb #a3067547
-def _check_no_missing(s: pd.Series, name) -> None:
-    miss = s.isna().to_numpy()
-    if miss.any():
-        row = s.index[np.argmax(miss)]
-        raise ValueError(f"column {name!r} has {int(miss.sum())} missing value(s), first at row {row!r}; "
-                         "drop or impute them before building a schema or encoding (achilles does not guess)")
+def _refuse_missing(s: pd.Series, col: Column, miss: np.ndarray) -> None:
+    "A one-line error: the table has missing values in a column whose schema (built from other data) has none."
+    row = s.index[int(np.argmax(miss))]
+    raise ValueError(f"column {col.name!r} has {int(miss.sum()):,} missing value(s), the first at row {row!r}, but the schema was "
+                     "built from data without missing values there; build it from this table (`Schema.from_dataframe`) or from "
+                     "all the tables compared (`common_schema`), or pass unseen='code' to treat them as unseen values")
 
 # %% ../../nbs/00_core/04_data.ipynb #a1150787
 @dataclass(frozen=True)
@@ -245,10 +271,13 @@ def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
     ic = ik = 0
     for col in schema.columns:
         s = df[col.name]
-        _check_no_missing(s, col.name)
+        miss = s.isna().to_numpy()
+        if miss.any() and not col.missing and unseen == "error": _refuse_missing(s, col, miss)
         if col.is_categorical:
             codes = _category_codes(s, col)
+            if col.missing: codes[miss] = col.missing_code
             bad = codes < 0
+            if miss.any() and not col.missing: bad &= ~miss  # unseen="code": a missing value the schema never saw is unseen (-1)
             if bad.any() and unseen == "error":
                 v = s.iloc[int(np.argmax(bad))]
                 raise ValueError(f"column {col.name!r}: value {v!r} is not in the schema's domain "
@@ -259,10 +288,11 @@ def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
             if not _is_numeric(s):
                 raise ValueError(f"column {col.name!r} is continuous in the schema but has dtype {s.dtype} "
                                  f"(e.g. value {s.iloc[0]!r})" if n else f"column {col.name!r} has dtype {s.dtype}")
-            v = s.to_numpy(dtype=np.float64)
-            if not np.all(np.isfinite(v)):
-                i = int(np.argmax(~np.isfinite(v)))
+            v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+            if np.isinf(v).any():
+                i = int(np.argmax(np.isinf(v)))
                 raise ValueError(f"column {col.name!r}: non-finite value {float(v[i])!r} at row {s.index[i]!r}")
+            if miss.any(): v = np.where(miss, col.lower, v)  # a placeholder inside the range; set to MISSING_SCALED below
             if out_of_range == "error":
                 bad = (v < col.lower) | (v > col.upper)
                 if bad.any():
@@ -275,6 +305,8 @@ def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
                 out = (v < col.lower) | (v > col.upper)
                 if out.any(): _warn_clipped(col, v, out, s.index)
                 np.clip(x, 0.0, 1.0, out=x)
+            if out_of_range == "keep": np.maximum(x, -0.5, out=x)  # kept values stay above the missing value's -1 (floored at -0.5)
+            if miss.any(): x[miss] = MISSING_SCALED
             cont[:, ik] = x; ik += 1
     return Encoded(cat, cont)
 
@@ -287,7 +319,8 @@ def _category_codes(s: pd.Series, col: Column) -> np.ndarray:
         if len(cats) == col.cardinality and list(cats) == list(col.categories):  # same domain, same order
             return s.cat.codes.to_numpy().astype(np.int32)
         lut = idx.get_indexer(pd.Index(list(s.cat.categories), dtype=object)).astype(np.int32)
-        return lut[s.cat.codes.to_numpy()]  # codes are never -1 here: missing values were rejected before
+        c = s.cat.codes.to_numpy()
+        return np.where(c >= 0, lut[np.maximum(c, 0)], np.int32(-1)).astype(np.int32)  # a missing value (-1) stays -1
     return idx.get_indexer(pd.Index(s.to_numpy(), dtype=object)).astype(np.int32)
 
 # %% ../../nbs/00_core/04_data.ipynb #3b0e255c
@@ -302,10 +335,13 @@ def decode(enc: Encoded,  # the encoded table
             if codes.size and (codes.min() < 0 or codes.max() >= col.cardinality):
                 raise ValueError(f"column {col.name!r}: codes must lie in [0, {col.cardinality - 1}], "
                                  f"got [{codes.min()}, {codes.max()}]")
-            out[col.name] = pd.Categorical.from_codes(codes, categories=pd.Index(list(col.categories), dtype=object))
+            out[col.name] = col.to_categorical(codes)
         else:
-            x = enc.cont[:, ik] * (col.upper - col.lower) + col.lower; ik += 1
-            out[col.name] = np.rint(x).astype(np.int64) if col.integer else x
+            e = enc.cont[:, ik]; ik += 1
+            x = e * (col.upper - col.lower) + col.lower
+            if col.integer: x = np.rint(x)
+            if col.missing: out[col.name] = np.where(e < -0.5, np.nan, x)  # float64: NaN needs it
+            else: out[col.name] = x.astype(np.int64) if col.integer else x
     return pd.DataFrame(out)
 
 # %% ../../nbs/00_core/04_data.ipynb #34067495
@@ -359,10 +395,10 @@ def _read_uci(f, skiprows=0) -> pd.DataFrame:
                        skiprows=skiprows, dtype={c: str for c in ADULT_COLUMNS if c not in ADULT_CONTINUOUS})
 
 def load_adult(data_dir: str | Path | None = None,  # folder with adult.data(.gz) and adult.test(.gz); default: bundled copy
-               missing: str = "drop",  # "drop": rows with a missing value removed (45,222); "keep": `?` is a category (48,842)
+               missing: str = "drop",  # "drop": rows with a missing value removed (45,222); "keep": `?` is a category (48,842); "nan": `?` read as missing (48,842)
                ) -> pd.DataFrame:
     "UCI Adult as the Achilles paper prepared it: 45,222 records, 9 categorical (`category` dtype) and 6 continuous (int64) columns."
-    if missing not in ("drop", "keep"): raise ValueError(f"missing={missing!r} is not allowed; use 'drop' or 'keep'")
+    if missing not in ("drop", "keep", "nan"): raise ValueError(f"missing={missing!r} is not allowed; use 'drop', 'keep' or 'nan'")
     d = Path(data_dir) if data_dir is not None else _DATA_DIR
     parts = []
     for name, skip in (("adult.data", 0), ("adult.test", 1)):
@@ -370,7 +406,8 @@ def load_adult(data_dir: str | Path | None = None,  # folder with adult.data(.gz
         if not f.exists(): raise FileNotFoundError(f"data_dir={str(d)!r} has neither {name} nor {name}.gz")
         parts.append(_read_uci(f, skiprows=skip))
     df = pd.concat(parts, ignore_index=True)
-    df = df.dropna().reset_index(drop=True) if missing == "drop" else df.fillna({c: "?" for c in ADULT_COLUMNS if c not in ADULT_CONTINUOUS})
+    if missing == "drop": df = df.dropna().reset_index(drop=True)
+    elif missing == "keep": df = df.fillna({c: "?" for c in ADULT_COLUMNS if c not in ADULT_CONTINUOUS})
     df["income"] = df["income"].str.rstrip(".")
     for c in ADULT_COLUMNS:
         df[c] = df[c].astype(np.int64) if c in ADULT_CONTINUOUS else df[c].astype("category")
@@ -380,6 +417,11 @@ def load_adult_full(data_dir: str | Path | None = None,  # as `load_adult`
                     ) -> pd.DataFrame:
     "UCI Adult with missing values kept as the category `?`: 48,842 records, as the risk-insertion paper counts it (Table 5)."
     return load_adult(data_dir, missing="keep")
+
+def load_adult_missing(data_dir: str | Path | None = None,  # as `load_adult`
+                       ) -> pd.DataFrame:
+    "UCI Adult as UCI ships it: 48,842 records, the `?` cells of workclass, occupation and native-country read as missing (NaN)."
+    return load_adult(data_dir, missing="nan")
 
 # %% ../../nbs/00_core/04_data.ipynb #f1d6ab61
 CENSUS_ENV = "ACHILLES_CENSUS"
@@ -416,15 +458,9 @@ def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or 
     if "Person ID" not in df.columns:
         raise ValueError(f"{str(path)!r} does not look like the ONS census file: no 'Person ID' column in {list(df.columns)[:5]}...")
     df = df.drop(columns="Person ID")
-    _check_frame_complete(df, path)
     for c in df.columns: df[c] = df[c].astype("category")
     return df.reset_index(drop=True)
 
-def _check_frame_complete(df, path):
-    for c in df.columns:
-        if df[c].isna().any():
-            row = int(np.argmax(df[c].isna().to_numpy()))
-            raise ValueError(f"{str(path)!r}: column {c!r} has a missing value at data row {row}")
 
 # %% ../../nbs/00_core/04_data.ipynb #5cb3162c
 def _check_file(path) -> Path:
@@ -599,6 +635,71 @@ def sanity_check(df: pd.DataFrame,  # the table
                    "the gaps between their values; add the other attributes")
     return out
 
+# %% ../../nbs/00_core/04_data.ipynb #bde64e98
+MAX_CODES = 20  # a column of whole numbers with at most this many distinct values is read as integer codes of a category
+_DECIMAL_COMMA = r"^[+-]?(\d{1,3}(\.\d{3})+|\d+),\d+$"
+
+def _looks_like_id(s: pd.Series, name) -> bool:
+    v = s.dropna()
+    if len(v) < 20: return False
+    if _is_numeric(v):
+        x = v.to_numpy(np.float64)
+        if not (np.all(x == np.round(x)) and v.nunique() == len(v)): return False
+        return _id_named(name) or (x.max() - x.min() + 1) <= 10 * len(v)
+    t = v.astype(str)
+    return t.nunique() >= 0.95 * len(t) and t.str.contains(r"\s").mean() < 0.5
+
+def _looks_like_text(s: pd.Series) -> bool:
+    v = s.dropna()
+    if len(v) < 20 or _is_numeric(v): return False
+    t = v.astype(str)
+    return t.nunique() >= 0.5 * len(t) and t.str.contains(r"\s").mean() >= 0.5
+
+def prepare_table(df: pd.DataFrame,  # the table as read from its file
+                  types: Mapping | None = None,  # declared column types (never overridden; '*' declares every column)
+                  keep: Iterable = (),  # columns kept whatever the rules say (only `keep` keeps an identifier or free text)
+                  ) -> tuple[pd.DataFrame, dict, list]:
+    "Apply the rules above: (the table to audit, the types they set, one line per decision)."
+    if not isinstance(df, pd.DataFrame): raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+    types, keep = dict(types or {}), list(keep)
+    if "*" in types: types = {c: types["*"] for c in df.columns} | {k: v for k, v in types.items() if k != "*"}
+    unknown = [k for k in keep if k not in df.columns]
+    if unknown: raise ValueError(f"keep names column(s) {unknown} that the table does not have; its columns are {list(df.columns)[:20]}")
+    out, set_types, ids, texts, dates, codes, commas = df.copy(), {}, [], [], [], [], []
+    for c in df.columns:
+        s = df[c]
+        if c in types and c in keep: continue
+        if c not in types and not _is_numeric(s) and len(s.dropna()) and s.dropna().astype(str).str.match(_DECIMAL_COMMA).mean() >= 0.9:
+            commas.append(c); continue
+        if c not in keep and _looks_like_text(s): texts.append(c); continue
+        if c not in keep and _looks_like_id(s, c): ids.append(c); continue
+        if c in types and not (types[c] == CONTINUOUS and not _is_numeric(s)): continue  # a declared type is never overridden
+        # (a column declared continuous that holds text may still be dates: another file of the same release, say)
+        shares = None if _is_numeric(s) else _text_shares(s)
+        if shares is not None and shares[1] >= 0.9:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # pandas' "could not infer format" warning
+                d = pd.to_datetime(s, errors="coerce", format="mixed")
+            out[c] = (d - pd.Timestamp("1970-01-01")).dt.days.astype("float64")
+            set_types[c] = CONTINUOUS; dates.append(c); continue
+        if _is_numeric(s):
+            v = s.dropna().to_numpy(np.float64)
+            if len(v) and np.all(v == np.round(v)) and 2 <= len(np.unique(v)) <= MAX_CODES and np.abs(v).max() < 1000:
+                set_types[c] = CATEGORICAL; codes.append(c)
+                if s.isna().any() and not pd.api.types.is_integer_dtype(s): out[c] = s.astype("Int64")  # codes 1, 2, … not 1.0, 2.0
+    out = out.drop(columns=ids + texts)
+    notes = []
+    name = lambda cs: ", ".join(repr(c) for c in cs)
+    if ids: notes.append(f"left out as identifiers (a distinct value in almost every row): {name(ids)}; keep one with keep=[...] / --keep")
+    if texts: notes.append(f"left out as free text (mostly distinct values with spaces): {name(texts)}; keep one with keep=[...] / --keep")
+    if dates: notes.append(f"read as dates and turned into days since 1970-01-01 (continuous): {name(dates)}")
+    if codes: notes.append(f"typed categorical, whole numbers under 1,000 with at most {MAX_CODES} distinct values (codes): {name(codes)}; "
+                           "declare a type to override (types / --types COL:continuous)")
+    if commas: notes.append(f"numbers with a decimal comma (e.g. {df[commas[0]].dropna().iloc[0]!r}), read as text: {name(commas)}; "
+                            "pass decimal=',' / --decimal ','")
+    if out.shape[1] == 0: raise ValueError(f"every column of the table was left out ({name(ids + texts)}); keep some with keep=[...] / --keep")
+    return out, set_types, notes
+
 # %% ../../nbs/00_core/04_data.ipynb #22c8f9ad
 def _column_hashes(s: pd.Series, as_number: bool) -> np.ndarray:
     "A uint64 hash per value: numbers as float64, anything else by its text (a category's text is hashed once)."
@@ -692,6 +793,16 @@ def check_release(train, synthetic=None, control=None, names=("train", "syntheti
     for msg in release_problems(train, synthetic, control, names): warnings.warn(msg, DataWarning, stacklevel=3)
 
 # %% ../../nbs/00_core/04_data.ipynb #813835b8
+def parse_na_values(na_values) -> list:
+    "The cell texts read as missing: the empty cell, plus `na_values` (a list, or one comma-separated string such as 'NA,?')."
+    if na_values is None: return [""]
+    if isinstance(na_values, str): vals = [v.strip() for v in na_values.split(",")]
+    elif isinstance(na_values, Iterable) and all(isinstance(v, str) for v in na_values): vals = list(na_values)
+    else:
+        raise InvalidParameterError(f"na_values={na_values!r} must be a comma-separated string such as 'NA,?' or a list of "
+                                    "strings; the empty cell always means missing")
+    return [""] + [v for v in vals if v != ""]
+
 def detect_sep(path) -> str:
     "The separator of a CSV file: ',' when its header holds one, else the most frequent of ';', tab and '|' in it (',' if none)."
     header = _first_line(_check_file(path))
@@ -710,22 +821,34 @@ def _where(p: Path, lines, pos: int) -> str:
     return f"line {lines[pos]} of {str(p)!r} (data row {pos + 1})" if lines else f"data row {pos + 1} of {str(p)!r}"
 
 def _check_cells(df: pd.DataFrame, p: Path, skiprows: int = 0) -> None:
-    "One-line errors naming the file and the line for a missing value and a non-finite number."
-    lines = None
+    "One error naming the file and the line of the first infinite number of every column that has one."
+    lines, out = None, []
     for c in df.columns:
         s = df[c]
-        miss = s.isna().to_numpy()
-        bad = miss | (np.isinf(s.to_numpy(np.float64)) if _is_numeric(s) else False)
+        if not _is_numeric(s): continue
+        bad = np.isinf(s.to_numpy(np.float64, na_value=np.nan))
         if bad.any():
             lines = lines or _line_numbers(p, len(df), skiprows)
             pos = int(np.argmax(bad))
-            what = (f"{int(miss.sum()):,} missing value(s), the first on {_where(p, lines, pos)}" if miss.any() and miss[pos]
-                    else f"a non-finite value {_py(s.iloc[pos])!r} on {_where(p, lines, pos)}")
-            raise ValueError(f"column {c!r} has {what}; drop or impute them before running achilles (it does not guess)")
+            out.append(f"column {c!r} has {int(bad.sum()):,} infinite value(s), the first {_py(s.iloc[pos])!r} on {_where(p, lines, pos)}")
+    if out: raise ValueError("; ".join(out) + "; an infinite value has no place on a column's scale: replace it (or leave the cell empty)")
+
+def missing_summary(df: pd.DataFrame) -> str:
+    "One line: how many cells of each column are missing ('' when none are)."
+    n = df.isna().sum()
+    n = n[n > 0]
+    if not len(n): return ""
+    cols = ", ".join(f"{c!r} {int(k):,} ({k / len(df):.0%})" for c, k in n.items())
+    return (f"{int(n.sum()):,} missing cell(s) in {len(n)} column(s): {cols}; achilles keeps them as information (a missing "
+            "category is a value of its own, a missing number a value apart from every number), it neither drops nor imputes")
 
 def load_csv(path: str | Path,  # CSV file with a header row
              types: str | Path | Mapping | None = None,  # column types (see `parse_types`); the rest are inferred
              sep: str | None = ",",  # field separator (e.g. ';' or '\t'); None: detect it from the header (`detect_sep`), and say so
+             na_values: Iterable | str | None = None,  # cell texts that mean "missing" (default: only the empty cell)
+             keep: Iterable = (),  # columns kept whatever `prepare_table`'s rules say (identifiers, free text)
+             decimal: str = ".",  # the decimal mark of the file's numbers ("," for 25,7)
+             prepare: bool = True,  # apply `prepare_table` (False: every column as read, types by the plain rule)
              ) -> tuple[pd.DataFrame, Schema]:
     "Read a CSV and build its schema; categorical columns become `category` dtype; each `sanity_check` problem is a `DataWarning`."
     if sep is None:
@@ -736,8 +859,10 @@ def load_csv(path: str | Path,  # CSV file with a header row
     if not isinstance(sep, str) or not sep:
         raise InvalidParameterError(f"sep={sep!r} must be a non-empty string such as ',', ';' or '\\t'")
     types = parse_types(types)
-    df = read_csv_checked(path, sep=sep)
-    unknown = [k for k in types if k not in df.columns]
+    if decimal not in (".", ","): raise InvalidParameterError(f"decimal={decimal!r} must be '.' or ','")
+    if decimal == "," and sep == ",": raise ValueError("decimal=',' needs another field separator than ',' (e.g. sep=';')")
+    df = read_csv_checked(path, sep=sep, keep_default_na=False, na_values=parse_na_values(na_values), decimal=decimal)
+    unknown = [k for k in list(types) + list(keep) if k not in df.columns and k != "*"]
     if unknown:
         hint = _sep_hint(str(df.columns[0]), sep) if df.shape[1] == 1 else ""
         raise ValueError(f"types names column(s) {unknown} that {str(path)!r} does not have; "
@@ -747,9 +872,17 @@ def load_csv(path: str | Path,  # CSV file with a header row
         raise ValueError(f"{str(path)!r}: column {empty[0]!r} is entirely missing (all {len(df)} values are empty); "
                          "remove it from the file or fill it in")
     _check_cells(df, Path(path))
+    notes = []
+    misread = df.shape[1] == 1 and _sniff_sep(str(df.columns[0]), sep)  # one column, another separator: said below, not prepared
+    if prepare and not misread:
+        df, rule_types, notes = prepare_table(df, types, keep)
+        types = ({c: types["*"] for c in df.columns} if "*" in types else rule_types) | {k: v for k, v in types.items() if k != "*" and k in df.columns}
+    elif "*" in types: types = {c: types["*"] for c in df.columns} | {k: v for k, v in types.items() if k != "*"}
     schema = Schema.from_dataframe(df, types)
     for c in schema.categorical: df[c] = df[c].astype("category")
-    for msg in sanity_check(df, schema, declared=types): warnings.warn(msg, DataWarning, stacklevel=2)
+    msgs = [f"{str(path)!r}: {n}" for n in notes] + sanity_check(df, schema, declared=types)
+    if (m := missing_summary(df)): msgs = [f"{str(path)!r}: {m}"] + msgs
+    for msg in msgs: warnings.warn(msg, DataWarning, stacklevel=2)
     return df, schema
 
 # %% ../../nbs/00_core/04_data.ipynb #848a317e
@@ -757,6 +890,8 @@ DATASETS = Registry("dataset")
 DATASETS.register("adult", load_adult, summary="UCI Adult, 45,222 records x 15 columns (6 continuous), bundled")
 DATASETS.register("adult_full", load_adult_full,
                   summary="UCI Adult with missing values kept as the category '?': 48,842 records (the risk-insertion paper's Table 5), bundled")
+DATASETS.register("adult_missing", load_adult_missing,
+                  summary="UCI Adult as shipped, '?' read as missing: 48,842 records, 6,465 missing cells in 3 columns, bundled")
 DATASETS.register("census", load_uk_census,
                   summary="UK 2011 census teaching file, 17 categorical columns; not bundled: pass path= or set $ACHILLES_CENSUS")
 
@@ -773,10 +908,15 @@ def load_dataset(name: str,  # "adult", "census", or a path to a CSV
                  path: str | Path | None = None,  # where the data lives, for datasets that are not bundled
                  types=None,  # column types for a CSV (see `parse_types`)
                  sep: str | None = ",",  # field separator of a CSV (None: detect it)
+                 na_values=None,  # cell texts of a CSV that mean "missing" (default: only the empty cell; see `parse_na_values`)
+                 keep=(),  # columns of a CSV kept whatever `prepare_table` says
+                 decimal: str = ".",  # decimal mark of a CSV's numbers
                  ) -> tuple[pd.DataFrame, Schema]:
     "A named dataset (or a CSV) and its schema; `types` overrides column kinds of a bundled dataset too."
     if _registered(name):
         if sep not in (",", None): raise ValueError(f"sep={sep!r} applies to a CSV file only; dataset {name!r} is read by its loader")
+        if na_values is not None:
+            raise ValueError(f"na_values={na_values!r} applies to a CSV file only; dataset {name!r} is read by its loader")
         df = DATASETS[name](path)
         if not types: return df, Schema.from_dataframe(df)
         types = parse_types(types)
@@ -785,7 +925,7 @@ def load_dataset(name: str,  # "adult", "census", or a path to a CSV
             if schema[c].is_categorical and not isinstance(df[c].dtype, pd.CategoricalDtype): df[c] = df[c].astype("category")
         return df, Schema.from_dataframe(df, types)
     _check_file_name(name)
-    return load_csv(name, types, sep=sep)
+    return load_csv(name, types, sep=sep, na_values=na_values, keep=keep, decimal=decimal)
 
 # %% ../../nbs/00_core/04_data.ipynb #4a86b3ea
 def dataset_label(name_or_path: str | Path,  # a registered dataset name or a path to a CSV (as `load_dataset` takes)

@@ -15,7 +15,7 @@ from .data import Schema, encode
 from .results import RiskResult
 
 # %% auto #0
-__all__ = ['check_generator', 'check_selector', 'check_attack', 'check_metric']
+__all__ = ['check_generator', 'check_selector', 'check_attack', 'check_metric', 'custodian_table']
 
 # %% ../../nbs/00_core/07_testing.ipynb #4dad3325
 def _fail(what: str, detail: str):
@@ -139,3 +139,49 @@ def check_metric(metric: PrivacyMetric,  # an unfitted metric
     _expect_error("missing column", lambda: metric.evaluate(train, synthetic.drop(columns=synthetic.columns[0]), control, rng=0),
                   ValueError)
     return ["result", "determinism", "no-mutation", "bad-arguments"]
+
+# %% ../../nbs/00_core/07_testing.ipynb #6e511c46
+_NOTE_WORDS = ("follow-up", "stable", "reviewed", "referred", "pain", "mild", "chronic", "acute", "no change", "medication",
+               "adjusted", "allergy", "noted", "patient", "reports", "improved", "worse", "since", "last", "visit")
+
+def custodian_table(n: int = 600,  # rows
+                    rng=0,  # int seed, numpy Generator or None
+                    missing: float = 0.1,  # the typical share of missing cells in a column with missing values
+                    ids: bool = True,  # a `patient_id` column ("P00001", ...)
+                    dates: bool = True,  # a `visit_date` column (ISO dates)
+                    free_text: bool = True,  # a `note` column of free text (almost every row distinct)
+                    ) -> pd.DataFrame:
+    "A clinic-style table with an ID, dates, free text, integer codes and missing values in MCAR, MAR, MNAR and monotone patterns."
+    if not isinstance(n, (int, np.integer)) or n < 20: raise ValueError(f"n={n!r} must be an int >= 20")
+    if not (isinstance(missing, (int, float)) and 0 <= missing <= 0.5): raise ValueError(f"missing={missing!r} must lie in [0, 0.5]")
+    g = np.random.default_rng(rng)
+    age = np.clip(np.rint(g.normal(50, 16, n)), 18, 95)
+    sex = g.choice(np.array(["F", "M"], object), n)
+    region = g.choice(np.arange(1, 10), n, p=np.r_[np.full(8, 0.12), 0.04])  # integer codes of a category
+    bmi = np.round(np.clip(g.normal(26, 4.5, n) + 0.03 * (age - 50), 15, 50), 1)
+    income = np.rint(np.exp(g.normal(10.2, 0.5, n)) / 100) * 100
+    smoker = g.choice(np.array(["never", "former", "current"], object), n, p=[0.55, 0.3, 0.15])
+    alcohol = g.choice(np.array(["none", "light", "heavy"], object), n, p=[0.3, 0.6, 0.1])
+    diagnosis = g.choice(np.array(["J45", "E11", "I10", "M54", "F32", "C50", "G35"], object), n,
+                         p=[0.25, 0.2, 0.3, 0.15, 0.07, 0.02, 0.01])
+    df = pd.DataFrame({"sex": sex, "age": age, "region": region, "bmi": bmi, "income": income, "smoker": smoker,
+                       "alcohol": alcohol, "diagnosis": diagnosis})
+    m = missing
+    df.loc[g.random(n) < m / 2, "sex"] = None  # MCAR
+    df["region"] = df["region"].astype("Int64"); df.loc[g.random(n) < m / 2, "region"] = pd.NA
+    df.loc[g.random(n) < 2 * m * (age < 35), "income"] = np.nan  # MAR: the young more often
+    z = (bmi - bmi.mean()) / bmi.std()
+    df.loc[g.random(n) < m * (1 + np.clip(z, -1, 3)), "bmi"] = np.nan  # MNAR: high values more often
+    skip = g.random(n) < m
+    df.loc[skip, "alcohol"] = None; df.loc[skip, "smoker"] = None  # monotone: one block skipped
+    df.loc[g.random(n) < m / 2, "age"] = np.nan
+    df.loc[0] = dict(sex=None, age=np.nan, region=3, bmi=26.0, income=27000.0, smoker=None, alcohol="light", diagnosis="I10")
+    others = df.index[1:]
+    both = others[df.loc[others, "sex"].isna() & df.loc[others, "age"].isna() & df.loc[others, "smoker"].isna()]
+    df.loc[both, "age"] = 50.0  # record 0's pattern stays unique
+    cols = {}
+    if ids: cols["patient_id"] = [f"P{i + 1:05d}" for i in range(n)]
+    if dates: cols["visit_date"] = (pd.Timestamp("2021-01-01") + pd.to_timedelta(g.integers(0, 1095, n), unit="D")).strftime("%Y-%m-%d")
+    if free_text:
+        cols["note"] = [" ".join(g.choice(_NOTE_WORDS, g.integers(3, 8))) for _ in range(n)]
+    return pd.concat([pd.DataFrame(cols, index=df.index), df], axis=1) if cols else df

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..core.data import Schema, dataset_label, load_dataset, sanity_check
+from ..core.data import Schema, dataset_label, load_dataset, sanity_check, MISSING_LABEL, prepare_table
 from ..core.rng import int_seed, seed_child, seed_root
 from ..core.runtime import atomic_write
 from ..core.validate import check_bool, check_int, check_n_jobs
@@ -39,18 +39,22 @@ def value_shares(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         if c.is_categorical:
             out[c.name] = x.map(x.value_counts(normalize=True, dropna=False)).to_numpy(np.float64)
         else:
-            b = _tenth(x.to_numpy(np.float64))
-            out[c.name] = (np.bincount(b, minlength=10) / len(b))[b]
+            b = _tenth(x.to_numpy(np.float64, na_value=np.nan))
+            out[c.name] = (np.bincount(b, minlength=11) / len(b))[b]
     return pd.DataFrame(out, index=df.index)
 
 def _tenth(v: np.ndarray) -> np.ndarray:
-    "Which of ten equal-width bins between min and max each value falls in (all in bin 0 for a constant column)."
+    "Which of ten equal-width bins between min and max each value falls in (all in bin 0 for a constant column); a missing value: bin 10."
+    miss = np.isnan(v)
+    if miss.all(): return np.full(len(v), 10, np.int64)
     lo, hi = np.nanmin(v), np.nanmax(v)
-    if hi == lo: return np.zeros(len(v), np.int64)
-    return np.clip(((v - lo) / (hi - lo) * 10).astype(np.int64), 0, 9)
+    b = np.zeros(len(v), np.int64) if hi == lo else np.clip(((np.where(miss, lo, v) - lo) / (hi - lo) * 10).astype(np.int64), 0, 9)
+    b[miss] = 10
+    return b
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #70b0030b
 def _fmt(v) -> str:
+    if v is None or (not isinstance(v, str) and pd.isna(v)): return MISSING_LABEL
     return f"{v:g}" if isinstance(v, (float, np.floating)) else str(v)
 
 def reasons(df: pd.DataFrame, schema: Schema, rows, shares: pd.DataFrame | None = None, vk: np.ndarray | None = None,
@@ -62,7 +66,8 @@ def reasons(df: pd.DataFrame, schema: Schema, rows, shares: pd.DataFrame | None 
     for r in rows:
         s = shares.iloc[int(r)].sort_values(kind="stable")
         rare = s[s < RARE].head(n_values)
-        word = lambda c: (f"{c} = {_fmt(df.iloc[int(r)][c])}" if schema[c].is_categorical
+        word = lambda c: (f"{c} is missing" if pd.isna(df.iloc[int(r)][c])
+                          else f"{c} = {_fmt(df.iloc[int(r)][c])}" if schema[c].is_categorical
                           else f"{c} = {_fmt(df.iloc[int(r)][c])} (in that range)")
         if len(rare): what = "rare values: " + "; ".join(f"{word(c)}, {100 * v:.2g}% of records" for c, v in rare.items())
         else: what = f"no value rarer than {100 * RARE:g}% (rarest: {word(s.index[0])}, {100 * s.iloc[0]:.2g}%); its combination is unusual"
@@ -90,7 +95,7 @@ def suppress_rarest(df: pd.DataFrame, schema: Schema, rows, shares: pd.DataFrame
                 new = float(df[c].median())
                 new = int(round(new)) if col.integer else new
             old = df.iloc[r][c]
-            if old == new: continue
+            if not pd.isna(old) and old == new: continue
             out.iloc[r, out.columns.get_loc(c)] = new
             changes.append(dict(record=int(r), column=c, value=_fmt(old), replaced_by=_fmt(new), share=float(sh)))
             break
@@ -363,15 +368,23 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                      store=None,  # ResultsStore or path for the audits (reruns resume); None: keep nothing
                      cache_dir=None,  # synthetic-dataset cache for the audits; None: no cache
                      name: str | None = None,  # how the page names the data (default: the dataset name, or "custom")
+                     keep=(),  # a DataFrame without a schema: columns kept although `prepare_table` would leave them out
                      verbose: bool = False,
                      ) -> CustodianReport:
     "Audit the records, measure one release with the no-box metrics, explain the riskiest records and measure two remedies."
     t0 = time.perf_counter()
     if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
         raise TypeError(f"rng={rng!r} must be an int seed (the audits reuse it so that a rerun finds its rows and datasets)")
+    raw = isinstance(df, pd.DataFrame) and schema is None  # a DataFrame without a schema: prepared by `prepare_table`
     if isinstance(df, pd.DataFrame): label = name or "custom"
     else: (df, sch), label = load_dataset(str(df)), name or dataset_label(str(df)); schema = schema or sch
     df = df.reset_index(drop=True)
+    notes = []
+    if raw:  # identifiers and free text out, dates and integer codes typed; each decision stated on the page
+        df, rule_types, notes = prepare_table(df, keep=keep)
+        schema = Schema.from_dataframe(df, rule_types)
+        for c in schema.categorical:
+            if not isinstance(df[c].dtype, pd.CategoricalDtype): df[c] = df[c].astype("category")
     schema = schema or Schema.from_dataframe(df)
     if generator not in list(GENERATORS): raise ValueError(f"generator={generator!r} is not a known generator; use one of {sorted(GENERATORS)}")
     params = dict(generator_params or {})
@@ -382,7 +395,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     remedy_top = check_int("remedy_top", remedy_top, lo=1)
     if 2 * remedy_top > records: raise ValueError(f"remedy_top={remedy_top} needs records >= {2 * remedy_top} (the removed ones and the next ones); got records={records}")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
-    data_warnings = sanity_check(df, schema)  # stated on the page, not only on a terminal the reader never saw
+    data_warnings = notes + sanity_check(df, schema)  # stated on the page, not only on a terminal the reader never saw
     root, times = seed_root(rng), {}
     kw = dict(n_datasets=n_datasets, dataset_size=dataset_size, generator_params=params, schema=schema, store=store,
               cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)

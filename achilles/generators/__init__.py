@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Generator, NotFittedError, check_encoded
-from ..core.data import Schema, Encoded, as_encoded, encode, decode
+from ..core.data import Schema, Encoded, as_encoded, encode, decode, MISSING_SCALED
 from ..core.registry import Registry
 from ..core.rng import check_rng, child_seeds
 from ..core.validate import check_int
@@ -19,15 +19,18 @@ __all__ = ['GENERATORS', 'discrete_cardinalities', 'to_discrete', 'from_discrete
 
 # %% ../../nbs/20_generators/20_generators.ipynb #874099f5
 def discrete_cardinalities(schema: Schema, bins: int) -> np.ndarray:
-    "Domain size of each attribute in schema order: the categorical cardinality, or `bins` for a continuous column."
-    return np.array([c.cardinality if c.is_categorical else bins for c in schema.columns], dtype=np.int64)
+    "Domain size of each attribute in schema order: the categorical cardinality (missing included), or `bins` for a continuous column (plus one bin, the last, for missing values)."
+    return np.array([c.cardinality if c.is_categorical else bins + int(c.missing) for c in schema.columns], dtype=np.int64)
 
 def to_discrete(enc: Encoded, schema: Schema, bins: int) -> np.ndarray:
     "Encoded table -> `int32[n, d]` in schema order: categorical codes, continuous values binned into `bins` equal-width bins."
     X = np.empty((enc.n, len(schema)), dtype=np.int32)
     X[:, schema.cat_idx] = enc.cat
     if len(schema.continuous):
-        X[:, schema.cont_idx] = _bin_values(enc.cont, bins)
+        B = _bin_values(enc.cont, bins)
+        for j, name in enumerate(schema.continuous):
+            if schema[name].missing: B[enc.cont[:, j] < -0.5, j] = bins  # a missing value: the extra bin
+        X[:, schema.cont_idx] = B
     return X
 
 def _bin_values(v: np.ndarray, bins: int) -> np.ndarray:
@@ -37,7 +40,10 @@ def _bin_values(v: np.ndarray, bins: int) -> np.ndarray:
 def from_discrete(X: np.ndarray, schema: Schema, bins: int, rng: np.random.Generator) -> Encoded:
     "`int32[n, d]` -> Encoded: continuous bins become values drawn uniformly inside the bin (one draw per value)."
     cat = np.ascontiguousarray(X[:, schema.cat_idx], dtype=np.int32)
-    cont = (X[:, schema.cont_idx] + rng.random((X.shape[0], len(schema.continuous)))) / bins
+    B = X[:, schema.cont_idx]
+    cont = (B + rng.random((X.shape[0], len(schema.continuous)))) / bins
+    if len(schema.continuous) and any(schema[c].missing for c in schema.continuous):
+        cont[B == bins] = MISSING_SCALED  # only a column with missing values has bin `bins`
     return Encoded(cat, np.ascontiguousarray(cont, dtype=np.float64))
 
 def _check_bins(bins):
@@ -56,9 +62,10 @@ def _heldout_encoded(data,  # a DataFrame with the schema's columns, or an `Enco
         raise TypeError(f"{name} must be a pandas DataFrame or an achilles.core.data.Encoded, got {type(data).__name__}")
     enc = as_encoded(data, schema, name, unseen="error", out_of_range=out_of_range, allow_unseen=False)
     if isinstance(data, Encoded) and enc.cont.size:
-        bad = (enc.cont < 0.0) | (enc.cont > 1.0)
+        can_miss = np.array([schema[c].missing for c in schema.continuous], bool)
+        bad = ((enc.cont < 0.0) | (enc.cont > 1.0)) & ~((enc.cont == MISSING_SCALED) & can_miss)
         if bad.any():
-            if out_of_range == "clip": return Encoded(enc.cat, np.clip(enc.cont, 0.0, 1.0))
+            if out_of_range == "clip": return Encoded(enc.cat, np.where(bad, np.clip(enc.cont, 0.0, 1.0), enc.cont))
             r, j = np.argwhere(bad)[0]
             raise ValueError(f"{name}: column {schema.continuous[j]!r} has the scaled value {enc.cont[r, j]!r} at row {r}, "
                              "outside the schema's range [0, 1]; pass out_of_range='clip'")

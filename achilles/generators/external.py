@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Generator
-from ..core.data import Schema, Encoded, decode, encode
+from ..core.data import Schema, Encoded, decode, encode, MISSING_SCALED
 from ..core.rng import int_seed
 from ..core.validate import check_bool, check_float
 
@@ -47,10 +47,12 @@ def read_samples(df: pd.DataFrame,  # the foreign generator's table
     for col in schema.columns:
         s = df[col.name]
         miss = s.isna().to_numpy()
-        if miss.any():
-            raise ValueError(f"{source}: column {col.name!r} has {int(miss.sum())} missing value(s), first at row {int(np.argmax(miss))}")
+        if miss.any() and not col.missing:
+            raise ValueError(f"{source}: column {col.name!r} has {int(miss.sum())} missing value(s), first at row {int(np.argmax(miss))}, "
+                             "but the training data had none there")
         if col.is_categorical:
             codes = pd.Index(list(col.categories), dtype=object).get_indexer(pd.Index(s.to_numpy(), dtype=object))
+            if miss.any(): codes[miss] = col.missing_code  # an empty cell: the missing category
             bad = codes < 0
             if bad.any():  # try the text of the values (CSV round trip)
                 lut = _category_lookup(col)
@@ -63,13 +65,14 @@ def read_samples(df: pd.DataFrame,  # the foreign generator's table
             cat[:, ic] = codes; ic += 1
         else:
             v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64)
-            bad = ~np.isfinite(v)
+            bad = ~np.isfinite(v) & ~miss
             if bad.any():
                 i = int(np.argmax(bad))
                 raise ValueError(f"{source}: column {col.name!r} is continuous in the schema but has the non-numeric "
                                  f"or non-finite value {s.iloc[i]!r} at row {i}")
             w = col.upper - col.lower
-            cont[:, ik] = np.clip((v - col.lower) / w, 0.0, 1.0) if w > 0 else 0.0; ik += 1
+            x = np.clip((v - col.lower) / w, 0.0, 1.0) if w > 0 else np.zeros(len(v))
+            cont[:, ik] = np.where(miss, MISSING_SCALED, x); ik += 1
     return Encoded(cat, cont)
 
 # %% ../../nbs/20_generators/23_external.ipynb #5d051a6e
@@ -152,15 +155,18 @@ def schema_json(schema: Schema) -> list:
         if c.is_categorical:
             _category_lookup(c)  # same text for two categories: refuse before writing anything
             out.append(dict(name=c.name, kind=c.kind, categories=[str(v) for v in c.categories],
-                            lower=None, upper=None, integer=False))
-        else: out.append(dict(name=c.name, kind=c.kind, categories=[], lower=c.lower, upper=c.upper, integer=c.integer))
+                            lower=None, upper=None, integer=False, missing=c.missing))
+        else: out.append(dict(name=c.name, kind=c.kind, categories=[], lower=c.lower, upper=c.upper, integer=c.integer,
+                              missing=c.missing))
     return out
 
 def write_train(enc: Encoded, schema: Schema, path) -> None:
     "The training table as CSV: categories as their text, continuous values at full precision."
     df = decode(enc, schema)
     for c in schema.columns:
-        if c.is_categorical: df[c.name] = np.array([str(v) for v in c.categories], dtype=object)[enc.cat[:, schema.categorical.index(c.name)]]
+        if c.is_categorical:  # a missing value (the last code) is an empty cell, as is a missing number
+            text = np.array([str(v) for v in c.categories] + ([np.nan] if c.missing else []), dtype=object)
+            df[c.name] = text[enc.cat[:, schema.categorical.index(c.name)]]
     df.to_csv(path, index=False)
 
 def read_losses(path) -> pd.DataFrame:

@@ -218,6 +218,8 @@ def _fit(self: SynthPop, enc, rng):
         if is_cat: continue
         c = self.schema[self.schema.continuous[i]]
         v = enc.cont[:, i]
+        if c.missing: v = v[v >= -0.5]  # a missing value (MISSING_SCALED) is not an observed number
+        if not len(v): v = np.zeros(1)
         self.observed_[i] = (float(v.min()), float(v.max()), 0 if c.integer else _decimals(v * (c.upper - c.lower) + c.lower))
     P = presort(F) if self.engine == "numba" else None
     for j in range(1, len(cols)):
@@ -346,7 +348,10 @@ def _smooth(self: SynthPop, v: np.ndarray, i: int, rng) -> np.ndarray:
     "Smooth the synthesised continuous column i (scaled values) as R synthpop does."
     lo, hi, dec = self.observed_[i]
     c = self.schema[self.schema.continuous[i]]
-    return smooth_density(v, lo, hi, rng, (c.upper - c.lower, c.lower), dec)
+    if not c.missing: return smooth_density(v, lo, hi, rng, (c.upper - c.lower, c.lower), dec)
+    out = np.array(v, np.float64, copy=True); there = out >= -0.5  # missing values are drawn as they are: never smoothed
+    out[there] = smooth_density(out[there], lo, hi, rng, (c.upper - c.lower, c.lower), dec)
+    return out
 
 # %% ../../nbs/20_generators/22_synthpop.ipynb #1ea3ab8d
 def _leaf_cell_counts(is_leaf, start, count, pool_cells, K):
@@ -359,7 +364,11 @@ def _leaf_cell_counts(is_leaf, start, count, pool_cells, K):
 @patch
 def _cells(self: SynthPop, v: np.ndarray, j: int, bins: int) -> np.ndarray:
     "Values of visited column j -> cell codes (category codes, or equal-width bins of a continuous column)."
-    return v.astype(np.int64) if self.columns_[j][0] else _bin_values(v, bins).astype(np.int64)
+    is_cat, i = self.columns_[j]
+    if is_cat: return v.astype(np.int64)
+    b = _bin_values(v, bins).astype(np.int64)
+    if self.schema[self.schema.continuous[i]].missing: b[v < -0.5] = bins  # a missing value: a cell of its own
+    return b
 
 @patch
 def log_likelihood(self: SynthPop,
@@ -373,7 +382,8 @@ def log_likelihood(self: SynthPop,
     alpha = check_float("smoothing", smoothing, lo=0.0); bins = check_int("bins", bins, lo=1)
     enc = _heldout_encoded(df, self.schema, "df", out_of_range)
     cols = self.columns_; n = enc.n
-    K = [int(self.schema.cardinalities[i]) if is_cat else bins for is_cat, i in cols]
+    K = [int(self.schema.cardinalities[i]) if is_cat else bins + int(self.schema[self.schema.continuous[i]].missing)
+         for is_cat, i in cols]
     F = np.asarray(self._features(enc, cols), order="C" if self.engine == "numba" else "F")
     x = [self._cells(np.asarray(enc.cat[:, i] if is_cat else enc.cont[:, i], np.float64), j, bins)
          for j, (is_cat, i) in enumerate(cols)]

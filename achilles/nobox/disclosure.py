@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import PrivacyMetric
-from ..core.data import Schema
+from ..core.data import Schema, MISSING_SCALED
 from ..core.results import RiskResult
 from ..core.runtime import limit_threads
 from ..core.validate import check_int, check_n_jobs
@@ -133,17 +133,21 @@ class DisclosureProtection(_Attribution):
 _N_CLUSTERS = (2, 5, 10, 15)
 
 def _features(df: pd.DataFrame, schema: Schema, columns: list) -> np.ndarray:
-    "One-hot categories and min-max scaled numbers (the schema's domains and ranges) of `columns`."
+    "One-hot categories and min-max scaled numbers (the schema's domains and ranges) of `columns`; a missing value is the shared encoding's (its own one-hot column, or the number -1)."
     parts = []
     for c in columns:
         col = schema[c]
+        miss = df[c].isna().to_numpy()
         if col.is_categorical:
             codes = pd.Index(list(col.categories)).get_indexer(df[c].astype(object))  # -1: outside the domain
+            if col.missing: codes[miss] = col.missing_code
             oh = np.zeros((len(df), col.cardinality)); ok = codes >= 0; oh[np.flatnonzero(ok), codes[ok]] = 1.0
             parts.append(oh)
         else:
             w = col.upper - col.lower
-            parts.append(((df[c].to_numpy(np.float64) - col.lower) / (w if w > 0 else 1.0))[:, None])
+            x = (df[c].to_numpy(np.float64, na_value=np.nan) - col.lower) / (w if w > 0 else 1.0)
+            x[miss] = MISSING_SCALED
+            parts.append(x[:, None])
     return np.hstack(parts) if parts else np.zeros((len(df), 0))
 
 def cluster_labels(fit_on: np.ndarray,  # features the k-means are fitted on

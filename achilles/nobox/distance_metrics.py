@@ -73,18 +73,24 @@ def random_release(train: pd.DataFrame,  # the real data the release imitates
                    n: int,  # rows
                    rng=None,  # int seed, Generator or None
                    ) -> pd.DataFrame:
-    "SDMetrics' random baseline: each column uniform over the training data's range (integers: its integers) or its categories."
+    "SDMetrics' random baseline: each column uniform over the training data's range (integers: its integers) or its categories; a column with missing values misses in the training data's share of rows."
     g = check_rng(rng)
     out = {}
     for c in schema.columns:
         s = train[c.name]
+        p = s.dropna()
         if c.is_categorical:
-            vals = pd.unique(s.dropna())
+            vals = pd.unique(p)
             out[c.name] = pd.Series(vals[g.integers(0, len(vals), n)], dtype=s.dtype if isinstance(s.dtype, pd.CategoricalDtype) else object)
         elif pd.api.types.is_integer_dtype(s):
-            out[c.name] = g.integers(int(s.min()), int(s.max()) + 1, n).astype(s.dtype)
+            v = g.integers(int(p.min()), int(p.max()) + 1, n)
+            out[c.name] = pd.array(v, dtype=s.dtype) if isinstance(s.dtype, pd.api.extensions.ExtensionDtype) else v.astype(s.dtype)
         else:
-            out[c.name] = g.uniform(float(s.min()), float(s.max()), n)
+            out[c.name] = g.uniform(float(p.min()), float(p.max()), n)
+        share = 1.0 - len(p) / max(len(s), 1)
+        if share > 0:  # drawn only where the training data has missing values: complete tables keep their random stream
+            miss = g.random(n) < share
+            out[c.name] = pd.Series(out[c.name]).mask(miss) if not isinstance(out[c.name], np.ndarray) else np.where(miss, np.nan, out[c.name])
     return pd.DataFrame(out)
 
 # %% ../../nbs/35_nobox/07_distance_metrics.ipynb #ee39a82a

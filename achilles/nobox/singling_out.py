@@ -38,7 +38,7 @@ class QueryTable:
     "How tables are encoded for predicate counting: categorical values as shared integer codes, numbers as they are (float64)."
     columns: tuple  # column names, in schema order
     numeric: np.ndarray  # bool [d]: the column is continuous (ordered; <, <=, >, >= apply)
-    levels: tuple  # per column: the categories behind the codes (None for numeric columns)
+    levels: tuple  # per column: the categories behind the codes (None for numeric columns); code len(levels[j]): missing
 
     @classmethod
     def fit(cls, schema: Schema, *tables: pd.DataFrame) -> "QueryTable":
@@ -56,30 +56,36 @@ class QueryTable:
         return cls(tuple(schema.names), np.array([not c.is_categorical for c in schema.columns]), tuple(levels))
 
     def encode(self, df: pd.DataFrame, name: str = "df") -> np.ndarray:
-        "float64 [n, d]: category codes or numeric values (missing values are an error)."
+        "float64 [n, d]: category codes (a missing category: the code `len(levels[j])`) or numeric values (a missing one: NaN)."
         X = np.empty((len(df), len(self.columns)))
         for j, (col, lev) in enumerate(zip(self.columns, self.levels)):
             s = df[col]
-            if lev is None: X[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
-            elif isinstance(s.dtype, pd.CategoricalDtype):
+            if lev is None:
+                X[:, j] = s.to_numpy(dtype=np.float64, na_value=np.nan)
+                if (nan := np.isnan(X[:, j])).any(): X[nan, j] = np.nan  # one NaN, whatever its bits: for `unique_rows`, `keys`
+                continue
+            if isinstance(s.dtype, pd.CategoricalDtype):
                 lut = _category_lut(lev, tuple(s.cat.categories))
                 codes = s.cat.codes.to_numpy()
-                X[:, j] = np.where(codes >= 0, lut[codes], -1)  # code -1: a missing value
+                X[:, j] = np.where(codes >= 0, lut[codes], -1)  # code -1: a missing value (or a category `fit` did not see)
             else: X[:, j] = pd.Index(lev, dtype=object).get_indexer(pd.Index(s.to_numpy(), dtype=object))
-            bad = np.isnan(X[:, j]) if lev is None else X[:, j] < 0  # every present category has a code (`fit` saw it)
-            if bad.any():
-                raise ValueError(f"{name} has missing values in column {col!r} (e.g. row {s.index[int(np.argmax(bad))]!r}); "
-                                 "singling out needs complete records: drop or impute them first")
+            if (neg := X[:, j] < 0).any():
+                miss = s.isna().to_numpy()
+                if (bad := neg & ~miss).any():
+                    raise ValueError(f"{name} has the value {s.iloc[int(np.argmax(bad))]!r} in column {col!r}, which this QueryTable "
+                                     "was not fitted on; fit it on every table it encodes")
+                X[miss, j] = len(lev)  # a missing category: a code of its own, after the categories
         return X
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #9944323d
 def unique_rows(X: np.ndarray) -> np.ndarray:
-    "The distinct rows of X [n, d], in order of first occurrence."
+    "The distinct rows of X [n, d], in order of first occurrence (a missing number, NaN, equals another one)."
     Y = np.ascontiguousarray(X + 0.0)  # + 0.0: -0.0 and 0.0 are one value
     if Y.shape[0] == 0 or Y.shape[1] == 0: return Y[:min(len(Y), 1)] if Y.shape[1] == 0 else Y
+    if has_nan := bool((nan := np.isnan(Y)).any()): Y[nan] = np.nan  # one NaN, whatever its bits: equal hashes and bytes
     codes, _ = pd.factorize(pd.util.hash_pandas_object(pd.DataFrame(Y), index=False).to_numpy())  # a 64-bit hash per row
     first = np.flatnonzero(np.r_[True, np.diff(np.maximum.accumulate(codes)) > 0])  # the first row of each hash
-    if np.array_equal(Y, Y[first][codes]): return Y[first]  # every row equals the first row of its hash: no collision
+    if np.array_equal(Y, Y[first][codes], equal_nan=has_nan): return Y[first]  # each row equals the first of its hash
     v = Y.view(np.dtype((np.void, Y.dtype.itemsize * Y.shape[1]))).ravel()  # a hash collision: compare the bytes
     _, first = np.unique(v, return_index=True)
     return Y[np.sort(first)]
@@ -93,7 +99,7 @@ class Predicates:
     "A batch of conjunctive predicates on an encoded table: term t of predicate p is `column cols[p, t]  ops[p, t]  vals[p, t]`."
     cols: np.ndarray  # int64 [P, T]: column positions
     ops: np.ndarray  # int8 [P, T]: EQ, NE, LT, LE, GT, GE
-    vals: np.ndarray  # float64 [P, T]: values (category codes on categorical columns)
+    vals: np.ndarray  # float64 [P, T]: values (category codes on categorical columns; NaN: a missing number)
     nterms: np.ndarray  # int64 [P]: terms used by each predicate (the first nterms[p] of its row)
 
     def __len__(self): return int(self.nterms.shape[0])
@@ -111,7 +117,9 @@ class Predicates:
         "One comparable bytes item per predicate: equal predicates (same terms in the same order) give equal items."
         P = len(self)
         if P == 0: return np.zeros(0, dtype=np.dtype((np.void, 1)))
-        parts = [np.ascontiguousarray(a).view(np.uint8).reshape(P, -1) for a in (self.cols, self.ops, self.vals + 0.0)]
+        v = self.vals + 0.0  # -0.0 and 0.0 are one value
+        if (nan := np.isnan(v)).any(): v[nan] = np.nan  # and so are NaNs with different bits
+        parts = [np.ascontiguousarray(a).view(np.uint8).reshape(P, -1) for a in (self.cols, self.ops, v)]
         b = np.ascontiguousarray(np.concatenate(parts + [self.nterms.reshape(P, 1).view(np.uint8)], axis=1))
         return b.view(np.dtype((np.void, b.shape[1]))).ravel()
 
@@ -121,15 +129,21 @@ def query(self: QueryTable, preds: Predicates, i: int) -> str:
     terms = []
     for t in range(int(preds.nterms[i])):
         j, op, v = int(preds.cols[i, t]), int(preds.ops[i, t]), float(preds.vals[i, t])
-        lev = self.levels[j]
+        lev, col = self.levels[j], f"`{self.columns[j]}`"
+        if math.isnan(v) or (lev is not None and v == len(lev)):  # a missing value: anonymeter's `isna` (no order holds)
+            terms.append(f"{col}.isna()" if op == EQ else f"{col}.notna()" if op == NE else f"{col}.isna() & {col}.notna()")
+            continue
         val = repr(lev[int(v)]) if lev is not None else (repr(int(v)) if v.is_integer() else repr(v))
-        terms.append(f"`{self.columns[j]}` {OP_TEXT[op]} {val}")
+        terms.append(f"{col} {OP_TEXT[op]} {val}")
     return " & ".join(terms)
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #568ef365
+_ISNA, _NOTNA, _NO_ROW = 6, 7, 8  # the kernel's operators for a term whose value is NaN (missing): ==, !=, any order
+
 @njit(cache=True, inline="always")
-def _holds(x, op, v):
-    "Does value x satisfy the term (op, v)?"
+def _holds(x, op, v, na):
+    "Does value x satisfy the term (op, v)? `na`: the predicate may have _ISNA or _NOTNA terms (a constant where it is inlined)."
+    if na and op > 5: return (x != x) == (op == 6)  # is missing, is a number (_NO_ROW never gets here: its range is empty)
     if op == 0: return x == v
     if op == 1: return x != v
     if op == 2: return x < v
@@ -138,67 +152,78 @@ def _holds(x, op, v):
     return x >= v
 
 @njit(cache=True, inline="always")
-def _ranges(s, op, v):
-    "Positions in the sorted column s of the values satisfying (op, v): ranges [a1, b1) and [a2, b2) (the second for != only)."
+def _ranges(s, m, op, v):
+    "Positions in the sorted column s (m numbers, then NaNs) of the values satisfying (op, v): ranges [a1, b1) and [a2, b2) (the second for != only)."
     n = s.shape[0]
+    if op == 6: return m, n, 0, 0
+    if op == 7: return 0, m, 0, 0
+    if op == 8: return 0, 0, 0, 0
     lo = np.searchsorted(s, v, side="left"); hi = np.searchsorted(s, v, side="right")
     if op == 0: return lo, hi, 0, 0
     if op == 1: return 0, lo, hi, n
     if op == 2: return 0, lo, 0, 0
     if op == 3: return 0, hi, 0, 0
-    if op == 4: return hi, n, 0, 0
-    return lo, n, 0, 0
+    if op == 4: return hi, m, 0, 0
+    return lo, m, 0, 0
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #f0ae6552
+@njit(cache=True, inline="always")
+def _scan(XT, rows, cols, ops, vals, p, nt, best, a1, b1, a2, b2, cap, na):
+    "Rows in [a1, b1) and [a2, b2) of `rows` (the best term's) that satisfy the other terms of predicate p, at most `cap`."
+    c = 0
+    for part in range(2):
+        lo = a1 if part == 0 else a2
+        hi = b1 if part == 0 else b2
+        for u in range(lo, hi):
+            i = rows[u]; ok = True
+            for t in range(nt):
+                if t != best and not _holds(XT[cols[p, t], i], ops[p, t], vals[p, t], na):
+                    ok = False
+                    break
+            if ok:
+                c += 1
+                if c >= cap: return c
+    return c
+
 @njit(cache=True, parallel=True)
-def _count_kernel(XT, ST, OT,  # columns [d, n] (column-major), each column sorted, the rows in that order
+def _count_kernel(XT, ST, OT, NP,  # columns [d, n] (column-major), each column sorted, the rows in that order; numbers per column
                   cols, ops, vals, nterms,  # the predicates
                   cap, out):  # stop counting at cap; counts [P]
     "Rows satisfying every term of each predicate (at most `cap`), visiting only the rows of its most selective term."
     for p in prange(cols.shape[0]):
         nt = nterms[p]
-        best = 0; bshare = XT.shape[1] + 1; a1 = b1 = a2 = b2 = 0
+        best = 0; bshare = XT.shape[1] + 1; a1 = b1 = a2 = b2 = 0; na = False
         for t in range(nt):
-            r1, s1, r2, s2 = _ranges(ST[cols[p, t]], ops[p, t], vals[p, t])
+            r1, s1, r2, s2 = _ranges(ST[cols[p, t]], NP[cols[p, t]], ops[p, t], vals[p, t])
             sh = (s1 - r1) + (s2 - r2)
             if sh < bshare: best = t; bshare = sh; a1 = r1; b1 = s1; a2 = r2; b2 = s2
+            na = na or ops[p, t] > 5
         if bshare == 0 or nt == 1:
             out[p] = min(bshare, cap)
             continue
         rows = OT[cols[p, best]]
-        c = 0
-        for part in range(2):
-            lo = a1 if part == 0 else a2
-            hi = b1 if part == 0 else b2
-            for u in range(lo, hi):
-                i = rows[u]; ok = True
-                for t in range(nt):
-                    if t != best and not _holds(XT[cols[p, t], i], ops[p, t], vals[p, t]):
-                        ok = False
-                        break
-                if ok:
-                    c += 1
-                    if c >= cap: break
-            if c >= cap: break
-        out[p] = c
+        if na: out[p] = _scan(XT, rows, cols, ops, vals, p, nt, best, a1, b1, a2, b2, cap, True)
+        else: out[p] = _scan(XT, rows, cols, ops, vals, p, nt, best, a1, b1, a2, b2, cap, False)
 
 @njit(cache=True)
-def _count_one_term(ST, cols, ops, vals, cap, out):
+def _count_one_term(ST, NP, cols, ops, vals, cap, out):
     "One-term predicates (the univariate attack): the size of the term's range in the sorted column, at most `cap`; serial."
     for p in range(cols.shape[0]):
-        r1, s1, r2, s2 = _ranges(ST[cols[p, 0]], ops[p, 0], vals[p, 0])
+        r1, s1, r2, s2 = _ranges(ST[cols[p, 0]], NP[cols[p, 0]], ops[p, 0], vals[p, 0])
         out[p] = min((s1 - r1) + (s2 - r2), cap)
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #88f1eb4b
 class CountTable:
-    "An encoded table prepared for counting predicates: its columns contiguous, each column sorted, and the sorting orders."
-    def __init__(self, X: np.ndarray):  # float64 [n, d], as `QueryTable.encode` gives
+    "An encoded table prepared for counting predicates: its columns contiguous, each column sorted (NaNs last), and the sorting orders."
+    def __init__(self, X: np.ndarray):  # float64 [n, d], as `QueryTable.encode` gives (NaN: a missing number)
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2: raise ValueError(f"X must be a 2-D array [n, d], got shape {X.shape}")
-        if np.isnan(X).any(): raise ValueError("X has missing values (NaN); predicates are counted on complete records")
         self.n, self.d = X.shape
         self.XT = np.ascontiguousarray(X.T)
         self.sorted = np.sort(self.XT, axis=1)
+        self.numbers = np.full(self.d, self.n, np.int64)  # per column: the values before its NaNs
+        for j in np.flatnonzero(np.isnan(self.sorted[:, -1])) if self.n else ():
+            self.numbers[j] = np.searchsorted(self.sorted[j], np.nan, side="left")
         self._order = None
 
     @property
@@ -217,12 +242,14 @@ class CountTable:
         if preds.cols.size and (preds.cols.min() < 0 or preds.cols.max() >= self.d):
             raise ValueError(f"the predicates use column positions outside 0..{self.d - 1}")
         cap = self.n + 1 if cap is None else check_int("cap", cap, lo=1)
-        c = np.ascontiguousarray
+        c, ops = np.ascontiguousarray, preds.ops
+        if (nan := np.isnan(preds.vals)).any():  # a term on a missing value: the kernel's own operators
+            ops = np.where(nan, np.where(ops == EQ, _ISNA, np.where(ops == NE, _NOTNA, _NO_ROW)), ops)
         if (preds.nterms == 1).all():  # one-term predicates: binary searches only, no sorting order, no threads
-            _count_one_term(self.sorted, c(preds.cols[:, :1], np.int64), c(preds.ops[:, :1], np.int8),
+            _count_one_term(self.sorted, self.numbers, c(preds.cols[:, :1], np.int64), c(ops[:, :1], np.int8),
                             c(preds.vals[:, :1], np.float64), cap, out)
             return out
-        _count_kernel(self.XT, self.sorted, self.order, c(preds.cols, np.int64), c(preds.ops, np.int8),
+        _count_kernel(self.XT, self.sorted, self.order, self.numbers, c(preds.cols, np.int64), c(ops, np.int8),
                       c(preds.vals, np.float64), c(preds.nterms, np.int64), cap, out)
         return out
 
@@ -235,8 +262,12 @@ def predicate_counts(X,  # an encoded table [n, d] (`QueryTable.encode`) or a `C
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #4ca09410
 def _sorted_unique(s: np.ndarray) -> tuple:
-    "(values, counts) of a sorted 1-D array, as `np.unique(s, return_counts=True)` gives them (without sorting again)."
+    "(values, counts) of a sorted 1-D array, as `np.unique(s, return_counts=True)` gives them (without sorting again): NaNs, last, are one value."
     if len(s) == 0: return s[:0], np.zeros(0, np.int64)
+    if s[-1] != s[-1]:  # missing values (NaN sorts last): one value, after the numbers
+        m = int(np.searchsorted(s, np.nan, side="left"))
+        u, c = _sorted_unique(s[:m])
+        return np.r_[u, np.nan], np.r_[c, len(s) - m]
     start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
     return s[start], np.diff(np.r_[start, len(s)])
 
@@ -264,11 +295,11 @@ def univariate_queries(S: CountTable,  # the synthetic table, encoded and dedupl
                        n_attacks: int,  # how many queries at most
                        g: np.random.Generator,
                        ) -> Predicates:
-    "Anonymeter's univariate queries: `col <= min` and `col >= max` on numbers, `col == v` for values held by one record; those that single out one synthetic record."
+    "Anonymeter's univariate queries: `col <= min` and `col >= max` on numbers, `col == v` for values held by one record (`v` missing: `col.isna()`); those that single out one synthetic record."
     cols, ops, vals = [], [], []
     for j in range(S.d):
-        u, c = _sorted_unique(S.sorted[j])
-        if numeric[j]: cols += [j, j]; ops += [LE, GE]; vals += [u[0], u[-1]]
+        u, c = _sorted_unique(S.sorted[j])  # NaN, if any, last
+        if numeric[j] and len(p := u[u == u]): cols += [j, j]; ops += [LE, GE]; vals += [p[0], p[-1]]  # the numbers' extremes
         rare = u[c == 1]
         cols += [j] * len(rare); ops += [EQ] * len(rare); vals += rare.tolist()
     order = g.permutation(len(cols))
@@ -285,16 +316,19 @@ def multivariate_queries(S: CountTable,  # the synthetic table, encoded and dedu
                          max_attempts: int,  # give up after this many candidates
                          g: np.random.Generator,
                          ) -> tuple:
-    "Anonymeter's multivariate queries: a random record's values on `n_cols` random columns (numbers `>=` above the median, `<=` else), kept if they single out one synthetic record. (Predicates, attempts)"
+    "Anonymeter's multivariate queries: a random record's values on `n_cols` random columns (numbers `>=` above the median, `<=` else, a missing value `isna`), kept if they single out one synthetic record. (Predicates, attempts)"
     n, d = S.n, S.d
-    med = np.median(S.XT, axis=1)
+    med, nan = np.median(S.XT, axis=1), bool((S.numbers < n).any())
+    if nan:  # missing numbers: the median of those present (NaN where none is)
+        with warnings.catch_warnings(): warnings.simplefilter("ignore", RuntimeWarning); med = np.nanmedian(S.XT, axis=1)
     found, seen, attempts, n_found, batch = [], set(), 0, 0, 1000
     while n_found < n_attacks and attempts < max_attempts:
         b = min(batch, max_attempts - attempts)
         rows = g.integers(0, n, size=b)
         cols = _random_columns(g, b, d, n_cols)
         vals = S.XT[cols, rows[:, None]]
-        ops = np.where(numeric[cols], np.where(vals > med[cols], GE, LE), EQ).astype(np.int8)
+        num = numeric[cols] & (vals == vals) if nan else numeric[cols]  # a missing number: `== NaN`, like a category
+        ops = np.where(num, np.where(vals > med[cols], GE, LE), EQ).astype(np.int8)
         p = Predicates(cols, ops, vals, np.full(b, cols.shape[1], np.int64))
         p = p.take(np.flatnonzero(S.count(p, cap=2) == 1))
         p = p.take(_first_new(p, seen, n_attacks - n_found))
@@ -311,15 +345,15 @@ def random_queries(S: CountTable,  # the synthetic table, encoded and deduplicat
                    n_cols: int,  # columns per query
                    g: np.random.Generator,
                    ) -> Predicates:
-    "Anonymeter's random-guess baseline: random columns, a random synthetic value of each, a random operator (==, != on categories; any on numbers)."
-    uniq = [_sorted_unique(S.sorted[j])[0] for j in range(S.d)]
+    "Anonymeter's random-guess baseline: random columns, a random synthetic value of each, a random operator (==, != on categories and missing values; any on numbers)."
+    uniq = [_sorted_unique(S.sorted[j])[0] for j in range(S.d)]  # "missing" is one value
     cols = _random_columns(g, n_queries, S.d, n_cols)
     pick = (g.random(cols.shape) * np.array([len(u) for u in uniq])[cols]).astype(np.int64)
     vals = np.empty(cols.shape)
     for j in range(S.d):
         m = cols == j
         vals[m] = uniq[j][pick[m]]
-    ops = (g.random(cols.shape) * np.where(numeric[cols], 6, 2)).astype(np.int8)
+    ops = (g.random(cols.shape) * np.where(numeric[cols] & (vals == vals), 6, 2)).astype(np.int8)
     return Predicates(cols, ops, vals, np.full(n_queries, cols.shape[1], np.int64))
 
 # %% ../../nbs/35_nobox/02_singling_out.ipynb #fcccbabb

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..core.registry import Registry
 
 # %% auto #0
-__all__ = ['BASELINE_KINDS', 'BENCHES', 'cpu_info', 'machine_line', 'baseline_line']
+__all__ = ['BASELINE_KINDS', 'BENCHES', 'cpu_info', 'machine_line', 'baseline_line', 'with_missing']
 
 # %% ../../nbs/50_perf/50_perf.ipynb #870c34f5
 _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
@@ -55,6 +55,27 @@ def baseline_line(kind: str,  # one of BASELINE_KINDS
     "The line a benchmark prints to name a baseline and its kind (printed after the machine line, one per baseline)."
     if kind not in BASELINE_KINDS: raise ValueError(f"kind={kind!r} is not a baseline kind; use one of {BASELINE_KINDS}")
     return f"baseline ({kind}): {what}"
+
+# %% ../../nbs/50_perf/50_perf.ipynb #5956b352
+def with_missing(df,  # a DataFrame
+                 share: float,  # the share of cells to blank, in [0, 0.9]
+                 rng=0,  # int seed, Generator or None
+                 resample: bool = False,  # the control: the same cells get another row's value of the column instead of going missing
+                 ):
+    "A copy of `df` with `share` of its cells missing at random (MCAR); integer columns become float64, categorical ones keep their dtype."
+    import numpy as np
+    from ..core.rng import check_rng
+    if not (isinstance(share, (int, float)) and 0 <= share <= 0.9): raise ValueError(f"missing={share!r} must lie in [0, 0.9]")
+    g = check_rng(rng)
+    out = df.copy()
+    for c in out.columns:
+        m = g.random(len(out)) < share
+        if resample:
+            out.loc[m, c] = df[c].to_numpy()[g.integers(0, len(df), int(m.sum()))]; continue
+        if m.any():
+            if out[c].dtype.kind in "iub": out[c] = out[c].astype(np.float64)
+            out.loc[m, c] = None
+    return out
 
 # %% ../../nbs/50_perf/50_perf.ipynb #a17c3528
 BENCHES = Registry("benchmark")

@@ -361,13 +361,14 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
     tnn = 0.0
     for f in range(D):
         tv = tx[f]; bf = bits[cont_pos[f]]; be = bits[F + f]; tl = tol[f]; tnn += tv * tv
+        lo = -0.5 if tv >= -0.5 else -np.inf  # `<=` never lets a missing number (-1) match a present one
         for w in range(W):
             word = np.uint64(0); weq = np.uint64(0); base = w * 64
             for ii in range(min(64, n - base)):
                 x = cont[f, a + base + ii]
                 dx = abs(x - tv)
                 e = dx < tl
-                word |= np.uint64(x <= tv) << np.uint64(ii)
+                word |= np.uint64((x <= tv) & (x >= lo)) << np.uint64(ii)
                 weq |= np.uint64(e) << np.uint64(ii)
                 gsum[base + ii] += dx; dot[base + ii] += x * tv; neq[base + ii] += 1.0 - e
             bf[w] = word; be[w] = weq
@@ -789,7 +790,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
             per = [screened(cols, st[4], st[5]) for st in inner]
             union = np.unique(np.concatenate([full, *per]))
             Xc = Xt[union]
-            Xc -= mu[union, None].astype(np.float32); Xc /= np.sqrt(np.maximum(var[union], 1e-300))[:, None].astype(np.float32)
+            Xc -= mu[union, None].astype(np.float32); Xc /= np.sqrt(np.maximum(var[union], 1e-60))[:, None].astype(np.float32)  # 1e-30: a float32 normal
             pos = lambda c: np.searchsorted(union, c)
             if stack: s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], s, n_jobs)
             else: s_te, s_oof = _fit_plain(classifier, Xc, ytr, a, b, s, n_jobs)  # s_oof: in-sample, for the ε threshold only

@@ -1,0 +1,245 @@
+"""Missing values are information (issue 37): every layer keeps them, by the rule of `04_data` (a missing category is a code of
+its own; a missing number is `MISSING_SCALED`, equal only to another missing number). Each test would fail if a layer dropped,
+imputed or ignored them: the selectors, the counting queries, the neighbour engine, every generator, every no-box metric, the
+audit, and every command of the CLI on a custodian's table."""
+import re
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from achilles.core.data import MISSING_SCALED, Schema, decode, encode, load_adult_missing, load_dataset
+from achilles.core.testing import custodian_table
+
+
+@pytest.fixture(scope="module")
+def clinic():
+    "A clinic-style table without the columns that are not yet handled (IDs, dates, free text): 600 rows, 7 columns with missing values."
+    return custodian_table(600, rng=0, ids=False, dates=False, free_text=False)
+
+
+def _impute_record(df, row):
+    "The table with one record's missing values filled with each column's mode (categorical) or median (numbers)."
+    out = df.copy()
+    for c in df.columns:
+        if pd.isna(df.at[row, c]):
+            s = df[c].dropna()
+            out.at[row, c] = s.mode().iloc[0] if not pd.api.types.is_numeric_dtype(s) else float(s.median())
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the encoding
+def test_encode_decode_keeps_every_missing_cell(clinic):
+    s = Schema.from_dataframe(clinic)
+    assert [c.name for c in s if c.missing] == ["sex", "age", "region", "bmi", "income", "smoker", "alcohol"]
+    back = decode(encode(clinic, s), s)
+    assert (back.isna().to_numpy() == clinic.isna().to_numpy()).all()
+
+
+def test_adult_with_its_missing_values():
+    df, s = load_dataset("adult_missing")
+    assert df.shape == (48842, 15) and int(df.isna().sum().sum()) == 6465
+    assert [c.name for c in s if c.missing] == ["workclass", "occupation", "native-country"]
+    assert len(load_adult_missing().dropna()) == 45222  # the Achilles paper's Adult is exactly its complete rows
+
+
+# ------------------------------------------------------------------------------------------------ V_k and the selectors
+@pytest.mark.parametrize("metric", ["cosine", "minkowski1", "minkowski2"])
+def test_vk_finds_a_record_unique_only_by_where_its_values_are_missing(clinic, metric):
+    from achilles.distance import vulnerability_scores
+    s = Schema.from_dataframe(clinic)
+    v = vulnerability_scores(clinic, s, k=5, metric=metric)
+    rank = int((v > v[0]).sum()) + 1
+    assert rank <= 30, rank  # top 5 % of 600
+    imp = _impute_record(clinic, 0)
+    vi = vulnerability_scores(imp, Schema.from_dataframe(imp), k=5, metric=metric)
+    assert int((vi > vi[0]).sum()) + 1 > 300  # the same record, imputed, is typical: the pattern was what made it unique
+
+
+def test_the_selectors_see_a_rare_missing_value():
+    from achilles.selectors import SELECTORS
+    df = pd.DataFrame({"x": np.r_[np.nan, np.linspace(0, 1, 99)], "c": ["a", "b"] * 50})
+    s = Schema.from_dataframe(df)
+    rare = SELECTORS["rare"](df, s)
+    assert rare[0] == pytest.approx(-np.log(0.01)) and rare[0] == rare.max()  # 1 % missing: the rarest value
+    ll = SELECTORS["loglik"](df, s)
+    assert ll[0] == ll.max()  # a bin of its own, held by one record
+
+
+# ------------------------------------------------------------------------------------------------ counting queries
+def test_a_missing_number_matches_only_a_missing_number():
+    from achilles.queries import match_masks
+    syn = pd.DataFrame({"x": [0.0, np.nan, 5.0, np.nan, 10.0], "c": ["a", None, "a", "b", None]})
+    s = Schema.from_dataframe(syn)
+    present = match_masks(syn, syn.iloc[[2]], s)  # x = 5: `x <= 5` matches rows 0 and 2, never a missing x
+    missing = match_masks(syn, syn.iloc[[1]], s)  # x missing: only the missing x; c missing: only the missing c
+    xbit, cbit = 1, 2  # bit j is schema position j (x, c)
+    assert [(m & xbit) > 0 for m in present] == [True, False, True, False, False]
+    assert [(m & xbit) > 0 for m in missing] == [False, True, False, True, False]
+    assert [(m & cbit) > 0 for m in missing] == [False, True, False, False, True]
+
+
+# ------------------------------------------------------------------------------------------------ the neighbour engine
+@pytest.mark.parametrize("metric", ["euclidean", "sphere", "gower", "hamming", "cosine", "minkowski2"])
+def test_a_copy_of_an_incomplete_record_is_at_distance_zero(clinic, metric):
+    from achilles.neighbours import nearest
+    s = Schema.from_dataframe(clinic)
+    d, j = nearest(clinic.iloc[[0]], clinic, k=1, metric=metric, schema=s)
+    assert d[0, 0] == 0.0 and j[0, 0] == 0
+    d2, _ = nearest(_impute_record(clinic, 0).iloc[[0]], clinic, k=1, metric=metric, schema=s)
+    assert d2[0, 0] > 0.0  # the imputed record is not a copy: missing is not "anything"
+
+
+# ------------------------------------------------------------------------------------------------ generators
+@pytest.mark.parametrize("name,params", [("identity", {}), ("independent", {}), ("baynet", {}), ("privbayes", {"epsilon": 1000.0}),
+                                         ("synthpop", {})])
+def test_every_generator_learns_and_reproduces_missingness(clinic, name, params):
+    from achilles.generators import make_generator
+    s = Schema.from_dataframe(clinic)
+    g = make_generator(name, s, **params).fit(clinic, rng=0)
+    out = g.sample(6000, rng=1)
+    p, q = clinic.isna().mean(), out.isna().mean()
+    for c in clinic.columns:
+        sd = np.sqrt(p[c] * (1 - p[c]) / len(clinic) + p[c] * (1 - p[c]) / len(out))
+        tol = 5 * sd + (0.03 if name == "privbayes" else 0.0)
+        assert abs(q[c] - p[c]) <= tol, (c, p[c], q[c])
+    assert (decode(g.sample_encoded(50, rng=2), s).isna().to_numpy() == g.sample(50, rng=2).isna().to_numpy()).all()
+    if name in ("identity", "baynet", "synthpop"):  # the monotone pattern (alcohol missing -> smoker missing) is a dependency
+        a = out["alcohol"].isna()
+        assert out.loc[a, "smoker"].isna().mean() > 0.8
+
+
+def test_synthpop_never_smooths_a_missing_number_away(clinic):
+    from achilles.generators import make_generator
+    s = Schema.from_dataframe(clinic)
+    enc = make_generator("synthpop", s, smoothing="density").fit(clinic, rng=0).sample_encoded(3000, rng=1)
+    x = enc.cont
+    assert ((x == MISSING_SCALED) | ((x >= 0) & (x <= 1))).all()  # exactly -1 or a value in range: nothing smeared in between
+
+
+# ------------------------------------------------------------------------------------------------ the no-box metrics
+_NOT_HERE = set()  # singling out: also tests/test_nobox_singling_out.py (its predicates on missing values)
+_PARAMS = {"l_diversity": dict(secret="smoker")}  # its default secret (diagnosis) has no missing value to count
+
+
+def _metric_names():
+    from achilles.nobox import METRICS
+    return [m for m in METRICS if m not in _NOT_HERE]
+
+
+@pytest.mark.parametrize("name", _metric_names())
+def test_every_no_box_metric_reads_missingness(clinic, name):
+    """Each metric runs on tables with missing values in every kind of column, and a release that copies the training records
+    exactly (missing values included) scores differently from one that copies them with their missing values imputed."""
+    from achilles.nobox import METRICS
+    T, C = clinic.iloc[:300].reset_index(drop=True), clinic.iloc[300:].reset_index(drop=True)
+    imp = T.copy()
+    for c in T.columns: imp[c] = T[c].fillna(T[c].mode().iloc[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = METRICS.make(name, **_PARAMS.get(name, {})).evaluate(T, T.copy(), C, rng=0)
+        b = METRICS.make(name, **_PARAMS.get(name, {})).evaluate(T, imp, C, rng=0)
+    assert np.isfinite(a.attack_rate) and np.isfinite(b.attack_rate)
+    fig = lambda r: (r.value, r.attack_rate, r.control_rate)  # a value at its ceiling (dcr_baseline: 1.0) still moves its rates
+    assert fig(a) != fig(b), (name, fig(a), fig(b))
+
+
+# ------------------------------------------------------------------------------------------------ the audit
+def test_the_identity_generator_exposes_a_record_that_differs_from_another_only_where_it_is_missing(clinic):
+    """Record 0 is record 5 with `age` and `smoker` missing. An attacker that ignored missingness would take record 5 (IN about one
+    dataset in six) for it and score well below 0.99; the audit, which reads missing as a value, separates them perfectly."""
+    from achilles.shadow.audit import audit
+    df = clinic.copy()
+    df.loc[0] = df.loc[5]
+    df.loc[0, ["age", "smoker"]] = [np.nan, None]
+    assert df.loc[5, ["age", "smoker"]].notna().all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = audit(df, "identity", records=[0], design="bernoulli", n_datasets=200, dataset_size=100, rng=0, cache_dir=None,
+                  verbose=False)
+    assert float(r["auc"].iloc[0]) >= 0.99
+
+
+# ------------------------------------------------------------------------------------------------ every command of the CLI
+_COMMANDS = {
+    "vulnerable": ["vulnerable", "--csv", "{data}", "--top", "3"],
+    "audit": ["audit", "--csv", "{data}", "--records", "4", "--n-datasets", "60", "--dataset-size", "60", "--cache-dir", "",
+              "--quiet", "--results", "{store}"],
+    "audit-all": ["audit", "--csv", "{data}", "--records", "all", "--n-in", "20", "--dataset-size", "60", "--cache-dir", "",
+                  "--quiet", "--results", "{store}"],
+    "nobox": ["nobox", "--train", "{train}", "--synthetic", "{synth}", "--control", "{control}", "--quiet", "--results", "{store}"],
+    "kde": ["kde", "--train", "{train}", "--synthetic", "{synth}", "--holdout", "{control}", "--results", "{store}"],
+    "riskbench": ["riskbench", "--csv", "{data}", "--metrics", "ims,dcr", "--no-utility", "--levels", "0,1", "--quiet",
+                  "--results", "{store}"],
+    "report": ["report", "--data", "{data}", "--generator", "baynet", "--records", "6", "--n-datasets", "40", "--dataset-size", "60",
+               "--top", "2", "--remedy-top", "2", "--quiet", "--results", "{store}", "--out", "{dir}/report.html"],
+}
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["missing-values", "raw-with-id-dates-text"])
+@pytest.mark.parametrize("command", list(_COMMANDS))
+def test_every_command_runs_on_a_table_with_missing_values(tmp_path, capsys, command, raw):
+    """Exit 0, the missing cells counted once per file, no raw library warning, no 'nan' where a number belongs; on the raw table
+    (an ID, dates, free text as well) the ID and the text are left out, said once, and no ID value is printed."""
+    from achilles import cli
+    t = custodian_table(300, rng=0, ids=raw, dates=raw, free_text=raw)
+    files = dict(data=tmp_path / "clinic.csv", train=tmp_path / "train.csv", synth=tmp_path / "synth.csv",
+                 control=tmp_path / "control.csv", store=tmp_path / "s.sqlite", dir=tmp_path)
+    t.to_csv(files["data"], index=False)
+    t.iloc[:150].to_csv(files["train"], index=False); t.iloc[150:].to_csv(files["control"], index=False)
+    t.iloc[:150].sample(150, replace=True, random_state=1).to_csv(files["synth"], index=False)
+    argv = [a.format(**files) for a in _COMMANDS[command]]
+    with warnings.catch_warnings():  # as a terminal sees them: printed (not pytest's record), every occurrence offered
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(warnings.formatwarning(m, c, f, n, line))
+        code = cli.main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    said = [l for l in out.err.splitlines() if "missing cell(s)" in l]
+    assert len(said) == len(set(said)) >= 1, out.err  # once per file read
+    assert "ConstantInputWarning" not in out.err and "RuntimeWarning" not in out.err, out.err
+    assert " +nan" not in out.out and " -nan" not in out.out, out.out
+    lines = out.err.splitlines()
+    assert len(lines) == len(set(lines)), out.err  # every warning once
+    if raw:
+        assert "left out as identifiers" in out.err and "left out as free text" in out.err
+        page = (tmp_path / "report.html").read_text() if command == "report" else ""
+        page = re.sub(r'src="data:[^"]*"', "", page)  # the figures' base64 may hold any letters
+        assert not re.search(r"P\d{5}", out.out + page), "an ID value was printed"
+        assert "patient_id =" not in page and "note =" not in page
+
+
+# ------------------------------------------------------------------------------------------------ raw tables: types and identifiers
+def _census():
+    import os
+    from pathlib import Path
+    for p in (os.environ.get("ACHILLES_CENSUS"), Path(__file__).parents[2] / "shared/data/uk_census_2011/census2011_sample50k.csv"):
+        if p and Path(p).is_file(): return Path(p)
+    pytest.skip("the census sample is not here (it is never committed): set ACHILLES_CENSUS")
+
+
+def test_the_census_read_without_types_is_the_typed_census():
+    """Issue 37: without --types the census's integer codes are categories and `Person ID` is left out, so the table and schema
+    are exactly the typed loader's, and every audit of it is the same audit (the same data, schema and seeds)."""
+    from achilles.core.data import load_csv, load_uk_census
+    path = _census()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df, s = load_csv(path)
+    typed = load_uk_census(path)
+    assert s == Schema.from_dataframe(typed)
+    assert (encode(df, s).cat == encode(typed, s).cat).all()
+
+
+def test_the_report_api_leaves_an_identifier_out_of_a_raw_dataframe():
+    from achilles.experiments.custodian import custodian_report
+    raw = custodian_table(300, rng=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = custodian_report(raw, generator="independent", records=6, n_datasets=40, dataset_size=60, top=2, remedy_top=2, store=None,
+                             cache_dir=None, rng=0)
+    html = r.to_html()
+    assert "P00" not in html and "patient_id =" not in html
+    assert "left out as identifiers" in html
