@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from achilles.core.data import MISSING_SCALED, Schema, decode, encode, load_adult_missing, load_dataset
+from achilles.core.data import MISSING_SCALED, Column, Schema, decode, encode, load_adult_missing, load_dataset
 from achilles.core.testing import custodian_table
 
 
@@ -65,7 +65,7 @@ def test_the_selectors_see_a_rare_missing_value():
     rare = SELECTORS["rare"](df, s)
     assert rare[0] == pytest.approx(-np.log(0.01)) and rare[0] == rare.max()  # 1 % missing: the rarest value
     ll = SELECTORS["loglik"](df, s)
-    assert ll[0] == ll.max()  # a bin of its own, held by one record
+    assert ll[0] > ll[1:].max()  # a bin of its own, held by one record (in the lowest decile it would tie with ten)
 
 
 # ------------------------------------------------------------------------------------------------ counting queries
@@ -243,3 +243,65 @@ def test_the_report_api_leaves_an_identifier_out_of_a_raw_dataframe():
     html = r.to_html()
     assert "P00" not in html and "patient_id =" not in html
     assert "left out as identifiers" in html
+
+
+# ------------------------------------------------------------------------------------------------ held-out records for the likelihoods
+def test_held_out_encoded_records_keep_their_missing_values_and_only_out_of_range_values_move(clinic):
+    "`_heldout_encoded` (the records a generator's likelihood scores): -1 in a column with missing values is a value, not out of range."
+    from achilles.core.data import Encoded
+    from achilles.generators import _heldout_encoded
+    s = Schema.from_dataframe(clinic)
+    enc = encode(clinic, s)
+    assert (enc.cont == MISSING_SCALED).any() and (enc.cont == 0.0).any() and (enc.cont == 1.0).any()
+    same = _heldout_encoded(enc, s, out_of_range="error")  # the range's ends and -1 are all allowed
+    assert np.array_equal(same.cont, enc.cont) and np.array_equal(same.cat, enc.cat)
+    far = enc.cont.copy(); far[1, 1] = 1.5; far[2, 1] = -0.25
+    with pytest.raises(ValueError, match="outside the schema's range"):
+        _heldout_encoded(Encoded(enc.cat, far), s, out_of_range="error")
+    clipped = _heldout_encoded(Encoded(enc.cat, far), s, out_of_range="clip").cont
+    assert clipped[1, 1] == 1.0 and clipped[2, 1] == 0.0
+    keep = np.ones(far.shape, bool); keep[1, 1] = keep[2, 1] = False
+    assert np.array_equal(clipped[keep], enc.cont[keep])  # -1 and every value in range untouched
+    complete = Schema(tuple(Column(c.name, c.kind, c.categories, c.lower, c.upper, c.integer, missing=False) for c in s))
+    with pytest.raises(ValueError, match="outside the schema's range"):  # -1 in a column that has no missing values is out of range
+        _heldout_encoded(Encoded(np.zeros_like(enc.cat), enc.cont), complete, out_of_range="error")
+
+
+def test_a_value_floored_at_minus_a_half_is_a_number_not_missing():
+    "Kept values sit at -0.5 at the lowest; only -1 is missing, in the bins of the generators and in the counting queries."
+    from achilles.core.data import Encoded
+    from achilles.generators import to_discrete
+    from achilles.queries import match_masks
+    s = Schema.from_dataframe(pd.DataFrame({"x": [0.0, np.nan, 10.0]}))
+    X = to_discrete(Encoded(np.zeros((3, 0), np.int32), np.array([[-0.5], [-1.0], [0.5]])), s, 10)
+    assert X[:, 0].tolist() == [0, 10, 5]  # -0.5: the lowest bin; -1: the missing bin (10)
+    syn = pd.DataFrame({"x": [np.nan, 0.0, -20.0]})
+    m = match_masks(syn, pd.DataFrame({"x": [-20.0]}), s)  # the target, kept far below the range, is floored at -0.5
+    assert m.tolist() == [0, 0, 1]  # a missing number never matches a present target, whatever its value
+
+
+def test_histogram_bins_of_one_is_allowed(clinic):
+    from achilles.generators import make_generator
+    s = Schema.from_dataframe(clinic)
+    out = make_generator("baynet", s, histogram_bins=1).fit(clinic, rng=0).sample(500, rng=1)
+    assert out["bmi"].isna().any() and out["bmi"].notna().any()  # one bin of numbers, one of missing values
+
+
+def test_rare_treats_a_missing_number_as_a_value_with_a_share():
+    "Mutation-tested lines of `rare_value_scores`: the share at the threshold, an all-missing column, and the upper tail of the rest."
+    from achilles.selectors import rare_value_scores
+    n = 100
+    x = np.r_[np.full(5, np.nan), np.linspace(0, 1, n - 5)]
+    df = pd.DataFrame({"x": x, "y": np.roll(np.linspace(0, 1, n), n // 2)})  # y's rare values sit on records 44-49, apart from x's
+    s = Schema.from_dataframe(df)
+    r = rare_value_scores(df, s, threshold=0.05)  # 5 % missing: a share AT the threshold is not rare
+    assert (r[:5] == 0).all()
+    r = rare_value_scores(df, s, threshold=0.06)
+    assert np.allclose(r[:5], -np.log(0.05))
+    top = int(np.argmax(x[5:])) + 5  # x's largest value: its upper tail counts present values only (1 of 100 rows)
+    assert r[top] == pytest.approx(-np.log(1 / n))
+    big = pd.concat([df, pd.DataFrame({"x": [0.5], "y": [0.5]})], ignore_index=True)
+    sb = Schema.from_dataframe(big)
+    only_missing_x = df.assign(x=np.nan)  # an all-missing column (the schema from other data) is skipped, the next one is not
+    r2 = rare_value_scores(only_missing_x, sb, threshold=0.05)
+    assert r2[np.argmax(df["y"].to_numpy())] == pytest.approx(-np.log(1 / n))
