@@ -227,9 +227,9 @@ def test_an_infinite_value_names_the_file_and_its_line(f, command, option, capsy
     block_all_work(monkeypatch)
     path = {"csv": f.data, "data": f.data, "train": f.train, "synthetic": f.synth, "control": f.control, "holdout": f.control}[option]
     lines = path.read_text().splitlines()
-    cells = lines[5].split(","); cells[0] = "inf"; lines[5] = ",".join(cells)  # data row 5, line 6 of the file
+    cells = lines[5].split(","); cells[0] = "inf"; lines[5] = ",".join(cells)  # record 4 (0-based), line 6 of the file
     path.write_text("\n".join(lines) + "\n")
-    one_line_error(capsys, argv_for(command, f, results=""), "column 'age' has 1 infinite value(s)", f"line 6 of '{path}'")
+    one_line_error(capsys, argv_for(command, f, results=""), "column 'age' has 1 infinite value(s)", f"record 4, line 6 of '{path}'")
 
 
 @pytest.mark.parametrize("command,option", [("nobox", "synthetic"), ("nobox", "control"), ("kde", "holdout"), ("kde", "synthetic")])

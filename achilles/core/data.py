@@ -817,8 +817,8 @@ def _line_numbers(p: Path, n_rows: int, skiprows: int = 0):
     return data if len(data) == n_rows else None
 
 def _where(p: Path, lines, pos: int) -> str:
-    "How a message names data row `pos` of file `p`."
-    return f"line {lines[pos]} of {str(p)!r} (data row {pos + 1})" if lines else f"data row {pos + 1} of {str(p)!r}"
+    "How a message names data row `pos` of file `p`: its record id (0-based, the `record` of every table and report) and its line."
+    return f"record {pos}, line {lines[pos]} of {str(p)!r}" if lines else f"record {pos} of {str(p)!r}"
 
 def _check_cells(df: pd.DataFrame, p: Path, skiprows: int = 0) -> None:
     "One error naming the file and the line of the first infinite number of every column that has one."
