@@ -305,3 +305,22 @@ def test_rare_treats_a_missing_number_as_a_value_with_a_share():
     only_missing_x = df.assign(x=np.nan)  # an all-missing column (the schema from other data) is skipped, the next one is not
     r2 = rare_value_scores(only_missing_x, sb, threshold=0.05)
     assert r2[np.argmax(df["y"].to_numpy())] == pytest.approx(-np.log(1 / n))
+
+
+def test_the_random_baseline_release_misses_where_the_training_data_misses(clinic):
+    "`random_release` (SDMetrics' random baseline): the training data's share of missing cells per column, the whole range, the dtypes."
+    from achilles.nobox.distance_metrics import random_release
+    s = Schema.from_dataframe(clinic)
+    out = random_release(clinic, s, 20_000, rng=0)
+    p, q = clinic.isna().mean(), out.isna().mean()
+    for c in clinic.columns:
+        sd = np.sqrt(p[c] * (1 - p[c]) / len(out))
+        assert abs(q[c] - p[c]) <= 5 * sd + 1e-12, (c, p[c], q[c])
+    assert q["diagnosis"] == 0.0  # a complete column gets no missing value
+    assert set(out["region"].dropna().unique()) == set(clinic["region"].dropna().unique())  # integers: every one, ends included
+    assert set(out["smoker"].dropna().unique()) == set(clinic["smoker"].dropna().unique())  # categories: every one
+    assert out["region"].dtype == clinic["region"].dtype  # the nullable Int64 stays
+    cat = clinic.astype({"sex": "category"})
+    assert isinstance(random_release(cat, Schema.from_dataframe(cat), 50, rng=0)["sex"].dtype, pd.CategoricalDtype)
+    complete = clinic.dropna().reset_index(drop=True)
+    assert not random_release(complete, Schema.from_dataframe(complete), 500, rng=1).isna().any().any()
