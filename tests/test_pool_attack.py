@@ -521,3 +521,56 @@ def test_the_eps_threshold_is_chosen_at_the_level_its_bound_is_stated(monkeypatc
     X = (g.normal(size=(200, 8)) + 0.5 * y[:, None]).astype(np.float32)
     crossfit_record(X, y, {"a": np.arange(8)}, rng=1, alpha=0.08, delta=1e-3)
     assert len(seen) == 10 and set(seen) == {(0.02, 1e-3)}  # 5 folds x 2 directions
+
+
+def test_queries_in_any_order_count_what_they_say(adult):
+    "The kernel reuses the AND of a prefix shared with the previous query: shuffled queries (prefixes that come back after a gap,"
+    " lengths that change mid-prefix) still count their own subsets."
+    import dataclasses
+    df, schema = adult
+    plan = feature_plan(schema, order=3, attacks=("query", "exact"))
+    g = np.random.default_rng(5)
+    plan = dataclasses.replace(plan, subsets=plan.subsets[g.permutation(plan.n_query)], exact=plan.exact[g.permutation(plan.n_exact)])
+    enc = encode(df, schema)
+    syns = [enc.take(g.integers(0, 80, n)) for n in (64, 100)]
+    targets = enc.take([0, 7])
+    pd_, pt = np.repeat(np.arange(2), 2), np.tile(np.arange(2), 2)
+    got = pair_features(stack_pool(syns), targets, pd_, pt, schema, plan)
+    q = plan.n_query + plan.n_exact
+    for j in range(len(pd_)):
+        ref = reference(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
+        np.testing.assert_array_equal(got[j, :q], ref[:q])
+
+
+def test_pair_features_fill_every_element_of_a_reused_buffer(adult):
+    "`out` (the audit's reused chunk memory) is overwritten whole: a buffer full of NaN gives the fresh array's bits."
+    df, schema = adult
+    plan = feature_plan(schema, order=2, attacks=("query", "exact", "copy", "distance", "density", "groundhog"))
+    enc = encode(df, schema)
+    g = np.random.default_rng(2)
+    pool = stack_pool([enc.take(g.integers(0, 300, 90)) for _ in range(3)])
+    from achilles.shadow.set_features import groundhog_features
+    gh = groundhog_features(pool, schema)
+    pd_, pt = np.repeat(np.arange(3), 2), np.tile(np.arange(2), 3)
+    fresh = pair_features(pool, enc.take([1, 2]), pd_, pt, schema, plan, groundhog=gh)
+    out = np.full((6, plan.n_features), np.nan, np.float32)
+    got = pair_features(pool, enc.take([1, 2]), pd_, pt, schema, plan, groundhog=gh, out=out)
+    assert got is out
+    np.testing.assert_array_equal(got, fresh)
+    for bad in (np.zeros((6, plan.n_features)), np.zeros((5, plan.n_features), np.float32), np.zeros((plan.n_features, 6), np.float32).T):
+        with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+            pair_features(pool, enc.take([1, 2]), pd_, pt, schema, plan, groundhog=gh, out=bad)
+
+
+def test_crossfit_reads_nothing_left_in_its_reused_memory():
+    "crossfit_record keeps its transposed features in per-thread memory that the previous record wrote: garbage there changes nothing."
+    from achilles.core.runtime import scratch
+    g = np.random.default_rng(0)
+    y = (g.random(300) < 0.5).astype(np.int64)
+    X = g.normal(size=(300, 40)).astype(np.float32); X[:, 3] += 0.8 * y
+    fam = {"a": np.arange(20), "b": np.arange(20, 40)}
+    first = crossfit_record(X, y, fam, rng=1, certify=True)
+    scratch("crossfit.Xt", (40, 300))[:] = np.nan; scratch("crossfit.sq", (40, 300))[:] = np.inf
+    again = crossfit_record(X, y, fam, rng=1, certify=True)
+    for k, v in first["scores"].items(): np.testing.assert_array_equal(again["scores"][k], v)
+    np.testing.assert_array_equal(again["certificate"]["scores"], first["certificate"]["scores"])

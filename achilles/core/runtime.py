@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib, errno, os, re, sys, tempfile, threading
 from pathlib import Path
 
+import numpy as np
+
 from .validate import check_n_jobs, resolve_n_jobs
 
 # %% auto #0
 __all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'same_file', 'is_within',
-           'check_writable', 'available_memory', 'check_memory', 'escape_controls', 'spreadsheet_safe', 'csv_bytes',
-           'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
+           'check_writable', 'available_memory', 'check_memory', 'scratch', 'escape_controls', 'spreadsheet_safe',
+           'csv_bytes', 'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
 class WriteError(OSError):
@@ -123,6 +125,21 @@ def check_memory(what: str,  # what needs the memory, naming the argument and it
     if avail is not None and nbytes > avail:
         raise MemoryError(f"{what} needs about {_size(nbytes)} of memory, more than the {_size(avail)} available"
                           + (f"; {hint}" if hint else ""))
+
+# %% ../../nbs/00_core/03_runtime.ipynb #464c2674
+_SCRATCH = threading.local()
+
+def scratch(key: str,  # one array per key and thread: two live arrays in one call need two keys
+            shape: tuple,
+            dtype=np.float32,
+            ) -> np.ndarray:
+    "A C-contiguous array of `shape` from this thread's reusable memory for `key`: its contents are undefined (see above)."
+    dtype = np.dtype(dtype)
+    need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    pool = _SCRATCH.__dict__.setdefault("arrays", {})
+    buf = pool.get(key)
+    if buf is None or buf.size < need: buf = pool[key] = np.empty(max(need, 1), np.uint8)
+    return buf[:need].view(dtype).reshape(shape)
 
 # %% ../../nbs/00_core/03_runtime.ipynb #d419261c
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -17,7 +17,7 @@ from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
 from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflation
 from ..core.rng import seed_child, seed_root
-from ..core.runtime import limit_threads, progress
+from ..core.runtime import limit_threads, progress, scratch
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
 from ..queries import _check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
@@ -127,7 +127,7 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
                  ):
     "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
     attacks = check_attacks(attacks)
-    X = np.array(X, dtype=np.float32, copy=True)
+    X = np.asarray(X); Xs = scratch("score_record.X", X.shape); np.copyto(Xs, X); X = Xs  # a copy, in reused memory
     untrained = {}
     if DCR in attacks: untrained[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
     if RAREST in attacks and rarest >= 0: untrained[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
@@ -345,6 +345,11 @@ def _prefetched(features, starts, times):
             nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
             yield s, out
 
+def _chunk_buffer(k: int, shape: tuple) -> np.ndarray:
+    """Chunk k's features, in one of two arrays reused in turn (k % 2): `_prefetched` computes chunk k + 1 while chunk k is scored, and
+    asks for chunk k + 2 only once chunk k is done with. Fresh memory would cost a page fault per 4 KiB of every chunk."""
+    return scratch(f"audit.chunk{k % 2}", shape)
+
 def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
     "Each scored record's row (its figures, its selector scores `sel`, the run's `meta`) stored the moment it is scored, and kept."
     for k, fig in enumerate(figs):
@@ -370,14 +375,14 @@ def _dataset_signals(pm, plan, stacked, root, reference, n_jobs, times):
     times["dataset signals"] += time.perf_counter() - t
     return stacked, ref, gh
 
-def _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times):
+def _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times, out=None):
     "The features of a chunk's pairs: the forest's scores first (when asked for), then the pair kernel."
     clf = None
     if plan.n_classifier:
         t = time.perf_counter()
         clf = classifier_scores(stacked, ref, pm.encoded.take(part), pd_, pt, pm.schema, seed=int(seed_child(root, 9).generate_state(1)[0]), n_jobs=threads)
         times["dataset signals"] += time.perf_counter() - t
-    return pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads, groundhog=gh, classifier=clf)
+    return pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads, groundhog=gh, classifier=clf, out=out)
 
 def _rarest_columns(pm, plan, attacks):
     "Per record of the population, the plan's column counting its rarest value (None when `rarest` is not asked for)."
@@ -412,7 +417,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
         t0 = time.perf_counter()
         part = todo[s:s + chunk]; R = len(part)
         X = _pair_block(pm, plan, stacked, ref, gh, part, np.repeat(np.arange(M), R), np.tile(np.arange(R), M), root, threads,
-                        times).reshape(M, R, plan.n_features)
+                        times, out=_chunk_buffer(s // chunk, (M * R, plan.n_features))).reshape(M, R, plan.n_features)
         return part, X, time.perf_counter() - t0
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
@@ -577,7 +582,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
         sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
         pd_ = np.concatenate([np.concatenate([i, o]) for i, o in sets])
         pt = np.concatenate([np.full(len(i) + len(o), k) for k, (i, o) in enumerate(sets)])
-        X = _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times)
+        X = _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times, out=_chunk_buffer(s // chunk, (len(pd_), plan.n_features)))
         return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])], time.perf_counter() - t0
     rar = _rarest_columns(pm, plan, attacks)
     def datasets_of(r):  # a record's IN and OUT datasets, and their labels

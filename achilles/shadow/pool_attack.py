@@ -16,7 +16,7 @@ from ..core.registry import Registry
 from ..core.results import (FPR_LEVELS, auc_interval, auc_p_value, clopper_pearson, eps_ceiling, epsilon_bounds, gdp_epsilon,
                                  gdp_mu_lower)
 from ..core.rng import check_rng
-from ..core.runtime import limit_threads
+from ..core.runtime import limit_threads, scratch
 from ..core.validate import check_int
 
 # %% auto #0
@@ -307,34 +307,40 @@ def _log1p_small(r):
     if r < 1e-2: return r * (1.0 - r * (0.5 - r * (1.0 / 3.0 - 0.25 * r)))
     return math.log1p(r)
 
+_GATHER = np.uint64(0x0102040810204080)  # 8 bytes of 0 / 1, times this, shifted right by 56: their 8 bits (byte j to bit j)
+
+@njit(cache=True, inline="always")
+def _pack(flags, W, out):
+    "out[w] = the flags (bytes, 0 or 1) flags[64w:64w + 64] as the bits of one word, flag j to bit j: eight bytes per multiply."
+    f8 = flags.view(np.uint64)
+    for w in range(W):
+        word = np.uint64(0)
+        for q in range(8): word |= ((f8[8 * w + q] * _GATHER) >> np.uint64(56)) << np.uint64(8 * q)
+        out[w] = word
+
 @njit(cache=True)
-def _count_queries(bits, subsets, W, o):
-    "o[s] = popcount of the AND of the bit rows subsets[s] (-1 padded). Consecutive subsets that share all but their last row reuse that prefix's AND, and an all-zero prefix answers 0 at once."
-    q, width = subsets.shape
+def _count_queries(bits, subsets, qlen, fresh, W, o):
+    """o[s] = popcount of the AND of the bit rows subsets[s]. `qlen` and `fresh` (`_query_structure`) say how many rows each has
+    and whether its prefix (all rows but its last) differs from the previous subset's: a shared prefix's AND is reused, and an
+    all-zero prefix answers 0 at once."""
+    q = subsets.shape[0]
     pre = np.zeros(W, np.uint64)
-    key = np.full(max(width - 1, 1), -2, np.int64)  # the rows whose AND `pre` holds
-    klen = -1; nz = False
+    nz = False
     for s in range(q):
-        L = 0
-        while L < width and subsets[s, L] >= 0: L += 1
-        last = subsets[s, L - 1]
+        L = qlen[s]; last = subsets[s, L - 1]
         if L == 1:
             tot = np.uint64(0)
             for w in range(W): tot += _popcount(bits[last, w])
             o[s] = tot; continue
-        same = klen == L - 1
-        if same:
-            for u in range(L - 1):
-                if key[u] != subsets[s, u]:
-                    same = False; break
-        if not same:
-            nz = False
-            for w in range(W):
-                v = bits[subsets[s, 0], w]
-                for u in range(1, L - 1): v &= bits[subsets[s, u], w]
-                pre[w] = v; nz |= v != np.uint64(0)
-            for u in range(L - 1): key[u] = subsets[s, u]
-            klen = L - 1
+        if fresh[s]:
+            r0 = subsets[s, 0]
+            for w in range(W): pre[w] = bits[r0, w]
+            for u in range(1, L - 1):
+                ru = subsets[s, u]
+                for w in range(W): pre[w] &= bits[ru, w]
+            any_ = np.uint64(0)
+            for w in range(W): any_ |= pre[w]
+            nz = any_ != np.uint64(0)
         if not nz:
             o[s] = 0; continue
         tot = np.uint64(0)
@@ -342,36 +348,33 @@ def _count_queries(bits, subsets, W, o):
         o[s] = tot
 
 @njit(cache=True)
-def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, subsets, n_copy, k_gower, k_cos, n_radii, n_bw,
+def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw,
               h_max, n_glr, o):
     "Features of one target (tc, tx) against the synthetic rows a:a+n of the stacked pool, written into `o` (the kernel's columns)."
     C = cat.shape[0]; D = cont.shape[0]; F = C + D
     W = (n + 63) // 64
-    bits = np.zeros((F + D, W), np.uint64)  # rows 0..F-1: the match (`==` / `<=`) of each schema position; F + f: continuous f `==`
+    bits = np.empty((F + D, W), np.uint64)  # rows 0..F-1: the match (`==` / `<=`) of each schema position; F + f: continuous f `==`
+    f1 = np.zeros(64 * W, np.uint8); f2 = np.zeros(64 * W, np.uint8)  # one column's flags, a byte per row (zero past n), then packed
     mis = np.zeros(n); neq = np.zeros(n); gsum = np.zeros(n); dot = np.zeros(n)
-    for f in range(C):  # one pass per column: the match bits and the mismatch counts
-        tv = tc[f]; bf = bits[cat_pos[f]]
-        for w in range(W):
-            word = np.uint64(0); base = w * 64
-            for ii in range(min(64, n - base)):
-                e = cat[f, a + base + ii] == tv
-                word |= np.uint64(e) << np.uint64(ii)
-                mis[base + ii] += 1.0 - e
-            bf[w] = word
+    for f in range(C):  # one pass per column: flags and mismatch counts in a loop the compiler vectorises, then the bits
+        tv = tc[f]; row = cat[f, a:a + n]
+        for i in range(n):
+            e = row[i] == tv
+            f1[i] = e
+            mis[i] += 1.0 - e
+        _pack(f1, W, bits[cat_pos[f]])
     tnn = 0.0
     for f in range(D):
-        tv = tx[f]; bf = bits[cont_pos[f]]; be = bits[F + f]; tl = tol[f]; tnn += tv * tv
+        tv = tx[f]; tl = tol[f]; tnn += tv * tv; row = cont[f, a:a + n]
         lo = -0.5 if tv >= -0.5 else -np.inf  # `<=` never lets a missing number (-1) match a present one
-        for w in range(W):
-            word = np.uint64(0); weq = np.uint64(0); base = w * 64
-            for ii in range(min(64, n - base)):
-                x = cont[f, a + base + ii]
-                dx = abs(x - tv)
-                e = dx < tl
-                word |= np.uint64((x <= tv) & (x >= lo)) << np.uint64(ii)
-                weq |= np.uint64(e) << np.uint64(ii)
-                gsum[base + ii] += dx; dot[base + ii] += x * tv; neq[base + ii] += 1.0 - e
-            bf[w] = word; be[w] = weq
+        for i in range(n):
+            x = row[i]
+            dx = abs(x - tv)
+            e = dx < tl
+            f1[i] = (x <= tv) & (x >= lo)
+            f2[i] = e
+            gsum[i] += dx; dot[i] += x * tv; neq[i] += 1.0 - e
+        _pack(f1, W, bits[cont_pos[f]]); _pack(f2, W, bits[F + f])
     tn = math.sqrt(tnn)
     gd = np.empty(n); ed = np.empty(n)
     for i in range(n):  # Gower and Eq. 5 (the zero-vector convention of `achilles.distance`)
@@ -396,7 +399,7 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
             if 0 < m <= n_glr: glr[m - 1] += _log1p_small(e / max(refmass[m - 1, a + i], 1e-300))
             e = e * e; e = e * e  # halving the bandwidth raises the kernel to the 4th power
     q = subsets.shape[0]
-    _count_queries(bits, subsets, W, o)
+    _count_queries(bits, subsets, qlen, fresh, W, o)
     p = q
     acc = 0
     for m in range(n_copy):
@@ -415,22 +418,22 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
     for m in range(n_glr): o[p + m] = glr[m]
 
 @njit(cache=True)
-def _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, n_copy, k_gower,
+def _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
                 k_cos, n_radii, n_bw, h_max, n_glr, out, lo, hi):
     "Pairs lo:hi, one after the other (a thread's share)."
     for j in range(lo, hi):
         d = pair_d[j]; t = pair_t[j]
         _one_pair(cat, cont, norm, refmass, offsets[d], offsets[d + 1] - offsets[d], tcat[t], tcont[t], cat_pos, cont_pos, tol,
-                  subsets, n_copy, k_gower, k_cos, n_radii, n_bw, h_max, n_glr, out[j])
+                  subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw, h_max, n_glr, out[j])
 
 @njit(parallel=True, cache=True, nogil=True)
-def _pair_features(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, n_copy, k_gower,
+def _pair_features(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
                    k_cos, n_radii, n_bw, h_max, n_glr, out):
     "out[j] = features of target pair_t[j] against synthetic dataset pair_d[j]; the pairs in 256 equal runs, one run per task (the GIL released)."
     n = pair_d.shape[0]
     runs = min(n, 256)
     for c in prange(runs):  # a serial loop per run: a prange per pair costs half again as much per pair
-        _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, n_copy, k_gower,
+        _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
                     k_cos, n_radii, n_bw, h_max, n_glr, out, c * n // runs, (c + 1) * n // runs)
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #2775055c
@@ -446,6 +449,17 @@ def _kernel_subsets(plan: FeaturePlan, schema: Schema) -> np.ndarray:
     pad = lambda S: np.concatenate([S, np.full((len(S), width - S.shape[1]), -1, np.int64)], axis=1)
     return np.ascontiguousarray(np.concatenate([pad(plan.subsets), pad(E)]), dtype=np.int64)
 
+def _query_structure(subsets: np.ndarray,  # (q, w) rows of the kernel's bitsets, -1 padded (`_kernel_subsets`)
+                    ) -> tuple:
+    "Per subset, its number of rows and whether its prefix (all rows but the last) differs from the previous subset's: the kernel's loop plan, worked out once per plan rather than once per pair."
+    q = len(subsets)
+    qlen = (subsets >= 0).sum(1).astype(np.int64)
+    fresh = np.ones(q, np.bool_)
+    for s in range(1, q):
+        k = qlen[s] - 1
+        fresh[s] = k == 0 or qlen[s] != qlen[s - 1] or bool((subsets[s, :k] != subsets[s - 1, :k]).any())
+    return qlen, fresh
+
 def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
                   targets: Encoded,  # the audited records
                   pair_d: np.ndarray,  # dataset of each pair
@@ -455,6 +469,7 @@ def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
                   n_jobs: int | None = None,  # numba threads
                   groundhog: np.ndarray | None = None,  # (n_datasets, plan.n_groundhog) dataset-level features (`groundhog_features`)
                   classifier: np.ndarray | None = None,  # (pairs, plan.n_classifier) the forest's score of each pair (`classifier_scores`)
+                  out: np.ndarray | None = None,  # a float32 C-contiguous (pairs, plan.n_features) array to fill (reused memory: `scratch`)
                   ) -> np.ndarray:
     "Raw features (float32, one row per pair, `plan.names` columns): counts, copies, distances, radii counts, log densities, Gen-LRA ratios, then the dataset-level ones."
     pair_d = np.ascontiguousarray(pair_d, dtype=np.int64); pair_t = np.ascontiguousarray(pair_t, dtype=np.int64)
@@ -480,11 +495,16 @@ def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
     if plan.n_classifier and (classifier is None or classifier.shape != (len(pair_d), plan.n_classifier)):
         raise ValueError(f"the plan has {plan.n_classifier} classifier feature(s): pass classifier, one row per pair "
                          f"({len(pair_d)}, {plan.n_classifier}), got {None if classifier is None else classifier.shape}")
-    out = np.empty((len(pair_d), plan.n_features), np.float32)
+    if out is None: out = np.empty((len(pair_d), plan.n_features), np.float32)
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.shape == (len(pair_d), plan.n_features) and out.flags.c_contiguous):
+        raise ValueError(f"out must be a C-contiguous float32 array of shape ({len(pair_d)}, {plan.n_features}) (pairs, plan.n_features), got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+    subsets = _kernel_subsets(plan, schema)
+    qlen, fresh = _query_structure(subsets)
     with limit_threads(n_jobs, "numba"):
         _pair_features(pool.cat, pool.cont, pool.norm, refmass, pool.offsets, pair_d, pair_t,
                        np.ascontiguousarray(targets.cat, dtype=np.int32), np.ascontiguousarray(targets.cont, dtype=np.float64),
-                       schema.cat_idx.astype(np.int64), schema.cont_idx.astype(np.int64), tol, _kernel_subsets(plan, schema),
+                       schema.cat_idx.astype(np.int64), schema.cont_idx.astype(np.int64), tol, subsets, qlen, fresh,
                        plan.n_copy, plan.k_gower, plan.k_cos, plan.n_radii, plan.n_bandwidths, float(plan.h_max), plan.n_genlra, out)
     k = plan.n_kernel
     if plan.n_groundhog: out[:, k:k + plan.n_groundhog] = groundhog[pair_d]
@@ -740,10 +760,10 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     ys = y[perm]
     starts = np.searchsorted(G[perm], np.arange(2 * folds + 1))
     gm = X.mean(0, dtype=np.float64)
-    Xt = _center_t(np.ascontiguousarray(X, np.float32), perm, gm.astype(np.float32), np.empty((p, n), np.float32))  # (p, n), centred: one copy of the features, in the order the folds need
+    Xt = _center_t(np.ascontiguousarray(X, np.float32), perm, gm.astype(np.float32), scratch("crossfit.Xt", (p, n)))  # (p, n), centred: one copy of the features, in the order the folds need (in reused memory)
     H = np.zeros((n, 2 * folds), np.float32); H[np.arange(n), np.repeat(np.arange(2 * folds), np.diff(starts))] = 1.0
     S1 = (Xt @ H).astype(np.float64).T  # per (fold, class) sums
-    sq = np.square(Xt)
+    sq = np.square(Xt, out=scratch("crossfit.sq", (p, n)))
     S2 = (sq @ H).astype(np.float64).T; del sq
     N = np.diff(starts).astype(np.float64)
     models = {k: np.asarray(v) for k, v in families.items()}
