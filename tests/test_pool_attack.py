@@ -34,6 +34,13 @@ def reference(syn: Encoded, tc, tx, schema: Schema, plan) -> np.ndarray:
     return np.concatenate([counts, copies, pad(gower, plan.k_gower), pad(eq5, plan.k_cos), radii, dens])
 
 
+def _planted(seed, n, p, shift, k):
+    "Half of n datasets IN at random; p Gaussian features, the first k shifted by `shift` in IN datasets. Returns the generator too (tests draw on from it)."
+    g = np.random.default_rng(seed)
+    y = np.zeros(n, np.int64); y[g.permutation(n)[:n // 2]] = 1
+    return g, y, (g.normal(size=(n, p)) + shift * y[:, None] * (np.arange(p) < k)).astype(np.float32)
+
+
 @pytest.fixture(scope="module")
 def adult():
     df = load_adult()
@@ -418,10 +425,8 @@ def test_the_certificate_never_reads_the_labels_it_is_scored_on(monkeypatch, sta
     inside the scored folds leaves its scores bit for bit; swapping two in a training fold changes them (the test has teeth).
     The cross-fitted scores of the headline are those of a certify=False run, bit for bit."""
     import achilles.shadow.pool_attack as pa
-    g = np.random.default_rng(4)
-    n, p = 300, 40
-    y = np.zeros(n, np.int64); y[g.permutation(n)[:150]] = 1
-    X = (g.normal(size=(n, p)) + 0.4 * y[:, None] * (np.arange(p) < 5)).astype(np.float32)
+    n = 300
+    g, y, X = _planted(4, n, 40, 0.4, 5)
     fam = {"a": np.arange(20), "b": np.arange(20, 40)}
     un = {"u": X[:, 0].astype(np.float64) + g.normal(size=n)}
     base = crossfit_record(X, y, fam, rng=1, untrained=un, stack=stack, certify=True)
@@ -448,10 +453,7 @@ def test_membership_row_takes_its_interval_from_the_certificate():
     "The AUC stays the cross-fitted one; its interval, p-value and TPR intervals are the certificate's, unwidened whatever `inflation` says."
     from achilles.core.results import auc_interval, auc_p_value, clopper_pearson
     from achilles.shadow.pool_attack import auc_score, tpr_at_fpr_exact
-    g = np.random.default_rng(5)
-    n = 400
-    y = np.zeros(n, np.int64); y[g.permutation(n)[:200]] = 1
-    X = (g.normal(size=(n, 30)) + 0.3 * y[:, None] * (np.arange(30) < 4)).astype(np.float32)
+    _, y, X = _planted(5, 400, 30, 0.3, 4)
     res = crossfit_record(X, y, {"a": np.arange(30)}, rng=2, certify=True)
     row = membership_row(res, y, inflation=1.7)
     idx, sc = res["certificate"]["index"], res["certificate"]["scores"]
@@ -497,10 +499,7 @@ def test_membership_row_certificate_resolves_an_fpr_of_exactly_one_over_its_out_
     "A certificate with exactly 100 OUT datasets resolves FPR 0.01 (one false positive): a Clopper-Pearson interval, not [0, 1]."
     from achilles.core.results import clopper_pearson
     from achilles.shadow.pool_attack import tpr_at_fpr_exact
-    g = np.random.default_rng(9)
-    n = 500
-    y = np.zeros(n, np.int64); y[g.permutation(n)[:250]] = 1
-    X = (g.normal(size=(n, 20)) + 0.6 * y[:, None] * (np.arange(20) < 4)).astype(np.float32)
+    _, y, X = _planted(9, 500, 20, 0.6, 4)
     res = crossfit_record(X, y, {"a": np.arange(20)}, rng=4, certify=True)
     yc = y[res["certificate"]["index"]]
     assert int((yc == 0).sum()) == 100

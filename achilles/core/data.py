@@ -562,6 +562,33 @@ _ID_WORDS = {"id", "ids", "uuid", "guid", "key", "index", "idx", "identifier"}
 def _id_named(name) -> bool:
     return any(t.lower() in _ID_WORDS for t in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+", str(name)))
 
+def _looks_like_id(s: pd.Series, name, categorical: bool = False) -> bool:
+    """The one identifier rule: `prepare_table` leaves such a column out, `sanity_check` warns about one that is kept. At least 20
+    values, and whole numbers all distinct and named like an ID or spread over at most 10x their count; or text 95 % distinct and
+    mostly without spaces (mostly with spaces is free text, `_looks_like_text`); or, in a column typed categorical, every value distinct."""
+    v = s.dropna()
+    if len(v) < 20: return False
+    if _is_numeric(v):
+        if v.nunique() != len(v): return False
+        if categorical: return True
+        x = v.to_numpy(np.float64)
+        return bool(np.all(x == np.round(x))) and (_id_named(name) or (x.max() - x.min() + 1) <= 10 * len(v))
+    t = v.astype(str)
+    return t.nunique() >= 0.95 * len(t) and t.str.contains(r"\s").mean() < 0.5
+
+def _looks_like_text(s: pd.Series) -> bool:
+    "Free text: at least 20 values, text, half of them distinct or more, most with a space."
+    v = s.dropna()
+    if len(v) < 20 or _is_numeric(v): return False
+    t = v.astype(str)
+    return t.nunique() >= 0.5 * len(t) and t.str.contains(r"\s").mean() >= 0.5
+
+def _declared_types(types, columns) -> dict:
+    "Declared types per column, with '*' (every column) expanded over `columns` and a named column's own type above it."
+    types = dict(types or {})
+    star = {c: types["*"] for c in columns} if "*" in types else {}
+    return star | {k: v for k, v in types.items() if k != "*"}
+
 def _row_sample(s: pd.Series, m: int = 2000) -> pd.Series:
     "At most `m` non-missing rows of `s`, evenly spaced (deterministic)."
     s = s.dropna()
@@ -586,9 +613,9 @@ def _text_shares(s: pd.Series) -> tuple[float, float, str] | None:
     return float(w[is_num].sum() / tot), float(w[is_date].sum() / tot), text
 
 # %% ../../nbs/00_core/04_data.ipynb #273de5c0
-def _column_problem(s: pd.Series, name, categorical: bool, integer: bool, declared: bool) -> str | None:
+def _column_problem(s: pd.Series, name, categorical: bool, declared: bool) -> str | None:
     "The first problem of one column, or None."
-    n = len(s); nu = s.nunique(dropna=True)
+    n, nu = len(s), s.nunique(dropna=True)
     if n >= 2 and nu == 1:
         return f"column {name!r} is constant (every row is {s.dropna().iloc[0]!r}): it carries no information; drop it"
     shares = _text_shares(s) if categorical else None
@@ -599,15 +626,13 @@ def _column_problem(s: pd.Series, name, categorical: bool, integer: bool, declar
         return (f"column {name!r} mixes numbers ({shares[0]:.0%} of a sample) with text (e.g. {shares[2]!r}): probably a numeric "
                 "column misread because of a few text codes; clean it (e.g. read those codes as missing and drop the rows) "
                 "or declare its type")
-    if n >= 20 and nu == n:
-        if categorical: is_id = True
-        elif integer:
-            v = s.to_numpy(dtype=np.float64)
-            is_id = _id_named(name) or (v.max() - v.min() + 1) <= 10 * n
-        else: is_id = False
-        if is_id:
-            return (f"column {name!r} has a distinct value in every row, like an identifier: it makes every record unique "
-                    "and the vulnerability score meaningless; drop it")
+    if _looks_like_id(s, name, categorical):
+        v = s.dropna()
+        return (f"column {name!r} has {v.nunique():,} distinct values in {len(v):,} rows, like an identifier: it makes every record "
+                "unique and the vulnerability score meaningless; drop it")
+    if categorical and _looks_like_text(s):
+        return (f"column {name!r} looks like free text (mostly distinct values with spaces): every record has its own value, which "
+                "makes the vulnerability score meaningless; drop it")
     return None
 
 # %% ../../nbs/00_core/04_data.ipynb #a8aa5c00
@@ -627,8 +652,7 @@ def sanity_check(df: pd.DataFrame,  # the table
     cat = {c: schema[c].is_categorical if schema is not None else not _is_numeric(df[c]) for c in names}
     declared, out = set(declared), []
     for c in names:
-        integer = not cat[c] and (schema[c].integer if schema is not None else pd.api.types.is_integer_dtype(df[c]))
-        p = _column_problem(df[c], c, cat[c], integer, c in declared)
+        p = _column_problem(df[c], c, cat[c], c in declared)
         if p: out.append(p)
     if len(names) == 1 and not cat[names[0]]:
         out.append(f"the table has a single continuous column {names[0]!r} and nothing else: V_k then only ranks records by "
@@ -639,30 +663,13 @@ def sanity_check(df: pd.DataFrame,  # the table
 MAX_CODES = 20  # a column of whole numbers with at most this many distinct values is read as integer codes of a category
 _DECIMAL_COMMA = r"^[+-]?(\d{1,3}(\.\d{3})+|\d+),\d+$"
 
-def _looks_like_id(s: pd.Series, name) -> bool:
-    v = s.dropna()
-    if len(v) < 20: return False
-    if _is_numeric(v):
-        x = v.to_numpy(np.float64)
-        if not (np.all(x == np.round(x)) and v.nunique() == len(v)): return False
-        return _id_named(name) or (x.max() - x.min() + 1) <= 10 * len(v)
-    t = v.astype(str)
-    return t.nunique() >= 0.95 * len(t) and t.str.contains(r"\s").mean() < 0.5
-
-def _looks_like_text(s: pd.Series) -> bool:
-    v = s.dropna()
-    if len(v) < 20 or _is_numeric(v): return False
-    t = v.astype(str)
-    return t.nunique() >= 0.5 * len(t) and t.str.contains(r"\s").mean() >= 0.5
-
 def prepare_table(df: pd.DataFrame,  # the table as read from its file
                   types: Mapping | None = None,  # declared column types (never overridden; '*' declares every column)
                   keep: Iterable = (),  # columns kept whatever the rules say (only `keep` keeps an identifier or free text)
                   ) -> tuple[pd.DataFrame, dict, list]:
     "Apply the rules above: (the table to audit, the types they set, one line per decision)."
     if not isinstance(df, pd.DataFrame): raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-    types, keep = dict(types or {}), list(keep)
-    if "*" in types: types = {c: types["*"] for c in df.columns} | {k: v for k, v in types.items() if k != "*"}
+    types, keep = _declared_types(types, df.columns), list(keep)
     unknown = [k for k in keep if k not in df.columns]
     if unknown: raise ValueError(f"keep names column(s) {unknown} that the table does not have; its columns are {list(df.columns)[:20]}")
     out, set_types, ids, texts, dates, codes, commas = df.copy(), {}, [], [], [], [], []
@@ -876,8 +883,8 @@ def load_csv(path: str | Path,  # CSV file with a header row
     misread = df.shape[1] == 1 and _sniff_sep(str(df.columns[0]), sep)  # one column, another separator: said below, not prepared
     if prepare and not misread:
         df, rule_types, notes = prepare_table(df, types, keep)
-        types = ({c: types["*"] for c in df.columns} if "*" in types else rule_types) | {k: v for k, v in types.items() if k != "*" and k in df.columns}
-    elif "*" in types: types = {c: types["*"] for c in df.columns} | {k: v for k, v in types.items() if k != "*"}
+        types = rule_types | {k: v for k, v in _declared_types(types, df.columns).items() if k in df.columns}  # a declared type wins
+    else: types = _declared_types(types, df.columns)
     schema = Schema.from_dataframe(df, types)
     for c in schema.categorical: df[c] = df[c].astype("category")
     msgs = [f"{str(path)!r}: {n}" for n in notes] + sanity_check(df, schema, declared=types)
