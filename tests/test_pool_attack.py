@@ -573,3 +573,75 @@ def test_crossfit_reads_nothing_left_in_its_reused_memory():
     again = crossfit_record(X, y, fam, rng=1, certify=True)
     for k, v in first["scores"].items(): np.testing.assert_array_equal(again["scores"][k], v)
     np.testing.assert_array_equal(again["certificate"]["scores"], first["certificate"]["scores"])
+
+
+def _crafted(cat, cont, tcat, tcont, tol):
+    "A pool of one synthetic dataset and one target from raw encoded arrays, with one categorical and len(tol) continuous columns."
+    import pandas as pd
+    from achilles.shadow.pool_attack import FeaturePlan
+    D = cont.shape[1]
+    df = pd.DataFrame({"c": pd.Categorical(["a", "b"] * 2), **{f"x{k}": [0.0, 1.0, 0.5, 0.25] for k in range(D)}})
+    schema = Schema.from_dataframe(df)
+    combos = [(0,)] + [(1 + k,) for k in range(D)] + [(0, 1 + k) for k in range(D)]
+    width = 2
+    S = np.full((len(combos), width), -1, np.int64)
+    for i, c in enumerate(combos): S[i, :len(c)] = c
+    E = S[1:].copy()  # every subset with a continuous attribute, as an exact-value query
+    plan = FeaturePlan(S, E, np.asarray(tol, np.float64), n_copy=2)
+    syn = Encoded(np.asarray(cat, np.int32).reshape(-1, 1), np.asarray(cont, np.float64))
+    t = Encoded(np.asarray([[tcat]], np.int32), np.asarray([tcont], np.float64))
+    return schema, plan, syn, t
+
+
+def test_counting_queries_follow_the_missing_value_rule_at_its_boundaries():
+    """Issue 37's rule in the kernel: `<=` never lets a missing number (-1) match a present target, a missing target matches only
+    missing numbers, and -0.5 (where values far below the range are floored) is present: it matches and is matched."""
+    cont = np.array([[-1.0], [-0.5], [0.2], [-1.0], [0.9]])
+    for tx, want in [(0.3, 2), (-0.5, 1), (-1.0, 2), (0.95, 3)]:  # present targets count -0.5 and the values below them; a missing one, the missing
+        schema, plan, syn, t = _crafted([0, 0, 0, 0, 0], cont, 0, [tx], [1e-9])
+        got = pair_features(stack_pool([syn]), t, np.array([0]), np.array([0]), schema, plan)[0]
+        assert got[1] == want, (tx, got[1])
+        assert got[2] == want  # the same count with the categorical column (every row matches it)
+
+
+def test_an_exact_value_query_counts_strictly_within_the_tolerance():
+    "A synthetic value exactly `tol` away from the record's is not equal (dyadic numbers: the distances are exact in binary)."
+    schema, plan, syn, t = _crafted([0, 0, 0], np.array([[0.375], [0.25], [0.3125]]), 0, [0.25], [0.125])
+    got = pair_features(stack_pool([syn]), t, np.array([0]), np.array([0]), schema, plan)[0]
+    q = plan.n_query
+    assert got[q] == 2  # 0.25 and 0.3125; 0.375 is exactly 0.125 away
+
+
+def test_a_prefix_is_reused_only_by_a_query_of_the_same_length():
+    "[(0,1,5), (0,1), (0,1,2)]: the third query's prefix (0,1) is the second query itself, not its prefix (0): it must be recomputed."
+    import dataclasses
+    df = load_adult().iloc[:400]
+    schema = Schema.from_dataframe(df)
+    plan = feature_plan(schema, order=1, attacks=("query",))
+    S = np.array([[0, 1, 5], [0, 1, -1], [0, 1, 2], [3, -1, -1], [0, 1, 2]], np.int64)
+    plan = dataclasses.replace(plan, subsets=S)
+    enc = encode(df, schema)
+    syn = enc.take(np.arange(300))
+    got = pair_features(stack_pool([syn]), enc.take([5]), np.array([0]), np.array([0]), schema, plan)[0]
+    ref = reference(syn, enc.cat[5], enc.cont[5], schema, plan)
+    np.testing.assert_array_equal(got[:len(S)], ref[:len(S)])
+
+
+def test_the_pair_kernel_stays_inside_its_arrays():
+    "The kernel run with numba's bounds checks on (a fresh interpreter, its own cache): an index past a dataset's rows raises there."
+    import os, subprocess, sys, tempfile, textwrap
+    code = textwrap.dedent('''
+        import numpy as np
+        from achilles.core.data import Schema, encode, load_adult
+        from achilles.shadow.pool_attack import feature_plan, pair_features, stack_pool
+        df = load_adult().iloc[:300]; schema = Schema.from_dataframe(df); enc = encode(df, schema)
+        plan = feature_plan(schema, order=2, attacks=("query", "exact", "copy", "distance", "density"))
+        g = np.random.default_rng(0)
+        pool = stack_pool([enc.take(g.integers(0, 300, n)) for n in (63, 64, 65, 1)])
+        X = pair_features(pool, enc.take([0, 1]), np.repeat(np.arange(4), 2), np.tile(np.arange(2), 4), schema, plan, n_jobs=1)
+        print("ok", np.isfinite(X).all())
+    ''')
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=cache)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0 and "ok True" in p.stdout, p.stderr[-2000:]
