@@ -913,10 +913,25 @@ def _spearman(a: pd.Series, b: pd.Series) -> str:
     if a.nunique(dropna=True) < 2 or b.nunique(dropna=True) < 2: return "n/a (constant)"
     return f"{a.corr(b, method='spearman'):+.3f}"
 
+def _format_warning(command: str, message, category, filename: str, lineno: int) -> str:
+    """One line per warning. achilles' own warnings (a category defined in achilles) are said as they are; any other one (numpy's
+    arithmetic, a library's deprecation, ...) is named as unexpected, with where it was raised, because achilles does not expect it
+    and a number it prints may then be affected."""
+    msg = escape_controls(str(message))
+    if category.__module__.split(".")[0] == "achilles": return f"achilles {command}: {category.__name__}: {msg}\n"
+    parts = os.path.normpath(str(filename)).split(os.sep)
+    lib = next((parts[i + 1] for i in range(len(parts) - 1) if parts[i] in ("site-packages", "dist-packages")), None)
+    lib = "achilles" if "achilles" in parts[-3:-1] or (lib or "").startswith("achilles") else (lib or "python")
+    where = "/".join(parts[-2:])
+    return (f"achilles {command}: unexpected {category.__name__} from {lib} ({where}:{lineno}): {msg}. achilles does not expect "
+            "this warning, so a number it prints may be affected: please report it (ACHILLES_DEBUG=1 stops at it with a traceback)\n")
+
 class _OncePerCommand:
     "`warnings.showwarning` that prints each (category, message) once per command, however many call sites raise it."
     def __init__(self, show): self.show, self.seen = show, set()
     def __call__(self, message, category, *a, **k):
+        if os.environ.get("ACHILLES_DEBUG") and category.__module__.split(".")[0] != "achilles":
+            raise category(message) if isinstance(category, type) and issubclass(category, Warning) else RuntimeError(str(message))
         key = (category, str(message))
         if key in self.seen: return
         self.seen.add(key); self.show(message, category, *a, **k)
@@ -928,7 +943,7 @@ def main(argv=None) -> int:
     import threading
     prev = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     fmt, out = warnings.formatwarning, sys.stdout
-    warnings.formatwarning = lambda msg, cat, *a, **k: f"achilles {args.command}: {cat.__name__}: {escape_controls(msg)}\n"
+    warnings.formatwarning = lambda msg, cat, filename="", lineno=0, *a, **k: _format_warning(args.command, msg, cat, filename, lineno)
     sys.stdout = _Escaping(out)
     code, stop = 2, None
     loky = _LokyThreadErrors().__enter__()  # left in place after an interruption: the manager thread may trip as the pool shuts down

@@ -123,3 +123,38 @@ def test_help_lists_what_the_registry_has(capsys, monkeypatch, command, option, 
     assert ("kde_membership" if command == "nobox" else "rare_sampled") in listed
     text = out[out.rindex(f"{option} {option[2:].upper()} "):]  # the option's help, under options:
     for n in listed: assert re.search(rf"\b{re.escape(n)}\b", text), n
+
+
+def test_a_library_warning_is_named_unexpected_with_where_it_came_from(monkeypatch, capsys):
+    """Issue 37: no raw library warning reaches the user. One that achilles did not expect is printed as such, in one line, with its
+    source; achilles' own warnings are said as they are; ACHILLES_DEBUG=1 stops at a library warning with its traceback."""
+    import sys, warnings
+    from achilles import cli
+    from achilles.core.data import DataWarning
+    def noisy(args):
+        np.array([1.0]) / np.array([0.0])  # numpy: divide by zero
+        warnings.warn("a column looks odd", DataWarning)
+        return 0
+    monkeypatch.setattr(cli, "cmd_list", noisy)
+    monkeypatch.delenv("ACHILLES_DEBUG", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(warnings.formatwarning(m, c, f, n, line))
+        with np.errstate(divide="warn"): code = cli.main(["list", "datasets"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 0 and len(err) == 2, err
+    assert err[0].startswith("achilles list: unexpected RuntimeWarning from python (tests/test_cli.py:") and "divide by zero" in err[0], err
+    assert "please report it" in err[0] and err[1] == "achilles list: DataWarning: a column looks odd", err
+    monkeypatch.setenv("ACHILLES_DEBUG", "1")
+    with warnings.catch_warnings(), pytest.raises(RuntimeWarning, match="divide by zero"):
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(warnings.formatwarning(m, c, f, n, line))
+        with np.errstate(divide="warn"): cli.main(["list", "datasets"])
+
+
+def test_format_warning_names_the_library_of_a_site_packages_file():
+    from achilles.cli import _format_warning
+    line = _format_warning("audit", "x is deprecated", FutureWarning, "/v/lib/python3.11/site-packages/sklearn/utils/m.py", 7)
+    assert line.startswith("achilles audit: unexpected FutureWarning from sklearn (utils/m.py:7): x is deprecated.")
+    line = _format_warning("audit", "overflow", RuntimeWarning, "/w/achilles/shadow/audit.py", 9)
+    assert "unexpected RuntimeWarning from achilles (shadow/audit.py:9)" in line
