@@ -390,7 +390,7 @@ def cmd_audit(args) -> int:
     if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
     rows = audit(_by_name(args, df), args.generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
-                 dataset_size=args.dataset_size,
+                 dataset_size=args.dataset_size, release_size=args.release_size,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
@@ -749,12 +749,14 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     au.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
     au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all' (every record: the population design)")
-    au.add_argument("--design", default="auto", choices=["auto", "bernoulli", "population"],
+    au.add_argument("--design", default="auto", choices=["auto", "bernoulli", "population", "release"],
                     help="bernoulli: each audited record IN half the datasets; population: every dataset a random subset of the data, "
-                         "every record audited from one pool (auto: population for --records all)")
+                         "every record audited from one pool (auto: population for --records all); release: the custodian's question, "
+                         "every dataset trained on a random half of the data itself")
     au.add_argument("--n-datasets", type=_POS, default=None, help="bernoulli: synthetic datasets in the pool (default 1,000; each record IN about half)")
-    au.add_argument("--n-in", type=_POS, default=1000, help="population: IN datasets per record, at least (and as many OUT; default 1,000)")
+    au.add_argument("--n-in", type=_POS, default=1000, help="population and release: IN datasets per record, at least (and as many OUT; default 1,000)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: as many as it was trained on)")
     au.add_argument("--attacks", default=None,
                     help="attack families, stacked into each record's AUC (see `achilles list audit_attacks`; default: every family but genlra "
                          "and classifier, which add nothing measurable at a real cost)")

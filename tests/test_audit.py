@@ -384,3 +384,40 @@ def test_too_common_is_the_exact_chance_that_a_uniform_training_set_holds_a_copy
     assert _too_common(pm, t, most=0.45).tolist() == (exact > 0.45).tolist()
     assert not _too_common(pm, t[-1:], most=1.0)[0] and _too_common(pm, t[-1:], most=1.0 - 1e-12)[0]  # "more than most": never above 1
     assert _design("auto", 32, 32, 32, None) == "bernoulli" and _design("auto", 34, 34, 32, None) == "population"  # 16 + 4 x 4 = 32 fits exactly
+
+
+def test_release_out_datasets_hold_neither_the_record_nor_a_copy(adult):
+    "Issue 38: in the release design a record's OUT datasets never hold it or an exact copy; its IN ones always do; as many of each."
+    import pandas as pd
+    from achilles.shadow.audit import plan_release
+    df, schema = adult
+    t = pd.concat([df.iloc[:150], df.iloc[[3, 3, 40]]], ignore_index=True)  # 150, 151 copy row 3; 152 copies row 40
+    pool = plan_release(PoolModel(t, schema, "independent", dataset_size=75), n_in=20, rng=4)
+    copies = {3: {3, 150, 151}, 150: {3, 150, 151}, 40: {40, 152}}
+    held = [set(s.rows.tolist()) for s in pool.specs]
+    for r in range(len(t)):
+        ins, outs = pool.record_datasets(r, r)
+        group = copies.get(r, {r})
+        assert len(ins) == len(outs) >= 20
+        assert all(group <= held[j] for j in ins) and not any(group & held[j] for j in outs), r
+
+
+def test_release_rows_depend_neither_on_threads_nor_on_the_other_records_audited(adult, tmp_path):
+    "The same seed gives the same rows with one thread or two, and a record's row is the same whether it is audited alone or with every record (the pool does not depend on which are scored); a rerun reads the store."
+    df, _ = adult
+    small = df.iloc[:160].reset_index(drop=True)
+    kw = dict(design="release", n_in=20, order=1, selectors=(), rng=2, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a toy pool on purpose
+        one = audit(small, "independent", n_jobs=1, **kw)
+        two = audit(small, "independent", n_jobs=2, **kw)
+        np.testing.assert_array_equal(one["auc"].to_numpy(), two["auc"].to_numpy())
+        store = ResultsStore(tmp_path / "r.sqlite")
+        part = audit(small, "independent", records=np.arange(0, 160, 3), store=store, cache_dir=tmp_path / "c", **kw)
+        whole = audit(small, "independent", records="all", store=store, cache_dir=tmp_path / "c", **kw)
+        again = audit(small, "independent", records="all", store=store, cache_dir=tmp_path / "c", **kw)  # read back, nothing refitted
+    assert len(part) == 54 and len(whole) == 160
+    np.testing.assert_array_equal(whole["auc"].to_numpy(), one["auc"].to_numpy())
+    np.testing.assert_array_equal(part["auc"].to_numpy(), one["auc"].to_numpy()[::3])
+    np.testing.assert_array_equal(again["auc"].to_numpy(), one["auc"].to_numpy())
+    assert again.attrs["seconds"].get("generated", 0) == 0  # every row was in the store: no dataset generated

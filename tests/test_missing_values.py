@@ -169,6 +169,8 @@ _COMMANDS = {
               "--quiet", "--results", "{store}"],
     "audit-all": ["audit", "--csv", "{data}", "--records", "all", "--n-in", "20", "--dataset-size", "60", "--cache-dir", "",
                   "--quiet", "--results", "{store}"],
+    "audit-release": ["audit", "--csv", "{data}", "--records", "all", "--design", "release", "--n-in", "10", "--order", "1",
+                      "--cache-dir", "", "--quiet", "--results", "{store}"],
     "nobox": ["nobox", "--train", "{train}", "--synthetic", "{synth}", "--control", "{control}", "--quiet", "--results", "{store}"],
     "kde": ["kde", "--train", "{train}", "--synthetic", "{synth}", "--holdout", "{control}", "--results", "{store}"],
     "riskbench": ["riskbench", "--csv", "{data}", "--metrics", "ims,dcr", "--no-utility", "--levels", "0,1", "--quiet",

@@ -30,7 +30,7 @@ from .set_features import classifier_scores, groundhog_features, reference_mass
 # %% auto #0
 __all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan',
            'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
-           'population_stack']
+           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -42,6 +42,7 @@ class PoolModel:
     generator_params: dict | None = None
     dataset_size: int = 1000  # |D| = |D^s|: records of each training and each synthetic dataset
     name: str = "custom"
+    own_size: bool = False  # each synthetic dataset has its own training set's size (dataset_size is then the expected one): the release design
 
     def __post_init__(self):
         object.__setattr__(self, "population", self.population.reset_index(drop=True))
@@ -171,7 +172,7 @@ def _check_pool_sizes(membership: np.ndarray, folds: int, targets: np.ndarray) -
                       f"interval of ±{(hi - lo) / 2:.2f}, and TPR at FPR 0.01 needs 100 OUT datasets, 0.001 needs 1,000; "
                       "use n_datasets >= 1,000 for intervals of about ±0.05", ScaleWarning, stacklevel=3)
 
-DESIGNS = ("auto", "bernoulli", "population")
+DESIGNS = ("auto", "bernoulli", "population", "release")
 INTERVALS = ("certificate", "calibrated")  # where the AUC's interval, p-value and q-value come from (`audit`'s `interval`)
 
 class PoolWarning(UserWarning):
@@ -205,11 +206,12 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           generator: str = "baynet",  # a key of GENERATORS
           *,
           records="all",  # "all", a number of records (a seeded random sample), or row ids
-          design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), or "auto"
+          design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), "release" (random halves of the data: the custodian's question), or "auto"
           n_datasets: int | None = None,  # bernoulli: M, the synthetic datasets in the pool (default 1,000)
-          n_in: int = 1000,  # population: every record is IN at least this many datasets and scored against as many OUT
+          n_in: int = 1000,  # population / release: every record is scored on this many IN datasets (at least) and as many OUT
           
-          dataset_size: int = 1000,  # |D| = |D^s|
+          dataset_size: int = 1000,  # |D| = |D^s| (bernoulli and population)
+          release_size: int | None = None,  # release: rows of each synthetic dataset (default: half the data, the shadow training sets' expected size)
           generator_params: dict | None = None,
           schema: Schema | None = None,
           attacks=DEFAULT_ATTACKS,  # attack families scored and stacked (`AUDIT_ATTACKS`); the stack is the headline AUC
@@ -258,24 +260,29 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     root = seed_root(rng)
     reference = check_int("reference", reference, lo=1)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
-    pm = PoolModel(df, schema, generator, generator_params, dataset_size, label)
+    if design == "release":  # the synthetic datasets: each as large as its training set, or the release's size
+        dataset_size = max(2, len(df) // 2) if release_size is None else check_int("release_size", release_size, lo=2)
+    elif release_size is not None:
+        raise ValueError(f"release_size={release_size} sets the synthetic datasets of design='release'; design={design!r} uses dataset_size")
+    pm = PoolModel(df, schema, generator, generator_params, dataset_size, label, own_size=design == "release" and release_size is None)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
     if interval == "certificate": null_fits = 0
     elif isinstance(null_fits, str): null_fits = int(min(200, max(20, 2 * len(targets))))  # "auto": the calibration costs at most twice the audit's fits
     design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
     _check_chosen_share(records, design, len(targets), pm.dataset_size)
-    if design == "population":
+    if design in ("population", "release"):
         if n_datasets is not None:
             raise ValueError(f"n_datasets={n_datasets}: the population design derives the pool from n_in ({n_in} blocks of "
                              f"{-(-len(pm.population) // pm.dataset_size)} datasets); pass n_in, not n_datasets")
         n_in = check_int("n_in", n_in, lo=folds)
-        M = n_in * -(-len(pm.population) // pm.dataset_size)
+        M = n_in * -(-len(pm.population) // pm.dataset_size) if design == "population" else release_datasets(n_in)
     else:
         M = check_int("n_datasets", 1000 if n_datasets is None else n_datasets, lo=2 * folds)
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=generator, generator_params=pm.generator_params,
-                  dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design == "population" else {}),
+                  dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design in ("population", "release") else {}),
+                  **({"release_size": "as trained" if release_size is None else release_size} if design == "release" else {}),
                   attacks=list(attacks), order=order,
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
@@ -302,9 +309,9 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                           f"the result's attrs['skipped']). An attacker cannot tell such a record from its copies; its risk is its "
                           f"copy group's (replace-one adjacency: c copies are bounded by c x ε)", PoolWarning, stacklevel=2)
     rows = []
-    if len(todo) and design == "population":
+    if len(todo) and design in ("population", "release"):
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times, targets=targets, **extra)
+                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times, **extra)
@@ -547,23 +554,25 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
     "Generate (or load from the cache) every dataset of a population pool, stacked for `pair_features`."
     from achilles.core.runtime import check_memory
     M, D = pool.n_datasets, pm.dataset_size
+    sizes = np.array([len(s.rows) for s in pool.specs], np.int64) if pm.own_size else np.full(M, D, np.int64)  # own_size: as trained
+    offsets = np.zeros(M + 1, np.int64); offsets[1:] = np.cumsum(sizes)
     C, Dc = len(pm.schema.cat_idx), len(pm.schema.cont_idx)
     dt = _code_dtype(pm.schema)
-    check_memory(f"a population pool of {M:,} datasets of {D:,} records", M * D * (C * np.dtype(dt).itemsize + 8 * Dc + 8),
+    check_memory(f"a pool of {M:,} datasets of {int(sizes.mean()):,} records on average", int(offsets[-1]) * (C * np.dtype(dt).itemsize + 8 * Dc + 8),
                  hint="lower n_in, or audit fewer records with the Bernoulli design (design='bernoulli')")
-    cat, cont = np.empty((C, M * D), dt), np.empty((Dc, M * D))
+    cat, cont = np.empty((C, int(offsets[-1])), dt), np.empty((Dc, int(offsets[-1])))
     bar = progress(total=M, desc=f"pool ({pm.generator})", verbose=verbose)
     counts = dict(generated=0, cached=0)
     for s in range(0, M, block):
         data, c = generate_datasets(pm, pool.specs[s:s + block], pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)
         for k, e in enumerate(data):
-            if e.n != D: raise ValueError(f"the generator returned {e.n} records for dataset {s + k}; the pool needs {D}")
-            a = (s + k) * D
-            cat[:, a:a + D] = e.cat.T; cont[:, a:a + D] = e.cont.T
+            a, b = offsets[s + k], offsets[s + k + 1]
+            if e.n != b - a: raise ValueError(f"the generator returned {e.n} records for dataset {s + k}; the pool needs {b - a}")
+            cat[:, a:b] = e.cat.T; cont[:, a:b] = e.cont.T
         counts["generated"] += c["generated"]; counts["cached"] += c["cached"]
         bar.update(len(data))
     bar.close()
-    st = StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), np.arange(M + 1, dtype=np.int64) * D)
+    st = StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), offsets)
     object.__setattr__(st, "counts", counts)
     return st
 
@@ -610,10 +619,10 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True):
+                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population"):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
-    pool = plan_population(pm, n_in, rng=seed_child(root, 6))
+    pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
     lo, hi = auc_interval(0.5, n_in, n_in)
     if hi - lo > 0.1:
         warnings.warn(f"n_in={n_in} gives each record {n_in} IN and {n_in} OUT datasets: an AUC of 0.5 has a 95% interval of "
@@ -627,8 +636,50 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
     meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
-                design="population", n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
+                design=design, n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
                             n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
                             certify=certify)
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #8a70dfb9
+def release_datasets(n_in: int) -> int:
+    "Datasets of a release pool: 2 n_in plus 8 standard deviations, so that a record is IN and OUT at least n_in each but with probability about 1e-8."
+    return 2 * n_in + math.ceil(8 * math.sqrt(n_in))
+
+@dataclass(frozen=True, eq=False)
+class ReleasePool(PopulationPool):
+    "A pool whose training sets are random halves of the data (each copy group in with probability 1/2, independently per dataset)."
+
+    def record_datasets(self, record: int, rng) -> tuple:
+        "(IN datasets, OUT datasets) of one record: as many of each, drawn from those that hold its copy group and those that hold none of it."
+        g = self.group[record]
+        ins = np.unique(self.idx[self.ptr[g]:self.ptr[g + 1]]).astype(np.int64)
+        outs = np.setdiff1d(np.arange(self.n_datasets, dtype=np.int64), ins)
+        n = min(len(ins), len(outs))
+        if n == 0: raise ValueError(f"record {record} is IN {len(ins)} of the {self.n_datasets} datasets: it needs IN and OUT ones; raise n_in")
+        r = np.random.default_rng(rng)
+        return np.sort(r.choice(ins, n, replace=False)), np.sort(r.choice(outs, n, replace=False))
+
+def plan_release(pm: PoolModel, n_in: int = 1000, rng=None) -> ReleasePool:
+    "`release_datasets(n_in)` training sets, each keeping every copy group of Ω with probability 1/2 (the release design)."
+    N = len(pm.population)
+    n_in = check_int("n_in", n_in, lo=2)
+    if N < 10: raise ValueError(f"the data has {N} records; the release design trains on random halves of it and needs at least 10")
+    M = release_datasets(n_in)
+    root = seed_root(rng)
+    t = pm.encoded
+    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
+    group = group.ravel().astype(np.int64)
+    G = int(group.max()) + 1
+    keep = np.random.default_rng(seed_child(root, 0)).random((M, G)) < 0.5  # dataset j holds copy group g
+    empty = np.flatnonzero(~keep.any(1))
+    for j in empty: keep[j, np.random.default_rng(seed_child(seed_child(root, 1), int(j))).integers(G)] = True  # never an empty training set
+    gi, dj = np.nonzero(keep.T)  # by group, then dataset
+    ptr = np.zeros(G + 1, np.int64); ptr[1:] = np.cumsum(np.bincount(gi, minlength=G))
+    specs = []
+    for j in range(M):
+        rows = np.flatnonzero(keep[j, group]).astype(np.int32)
+        ss = seed_child(seed_child(root, 2), j)
+        specs.append(DatasetSpec("release", j, 0, rows, ss, dataset_key(pm, rows, None, ss)))
+    return ReleasePool(specs, group, ptr, dj.astype(np.int32), n_in)

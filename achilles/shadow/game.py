@@ -183,7 +183,8 @@ class DatasetSpec:
 def dataset_key(tm: ThreatModel, rows: np.ndarray, target: Encoded | None, seed: np.random.SeedSequence) -> str:
     "SHA-256 of everything that determines a synthetic dataset (see the text above)."
     meta = dict(achilles=__version__, population=tm.fingerprint, generator=tm.generator, params=tm.generator_params,
-                dataset_size=tm.dataset_size, seed=seed_id(seed), target_added=target is not None)
+                dataset_size=tm.dataset_size, seed=seed_id(seed), target_added=target is not None,
+                **({"own_size": True} if getattr(tm, "own_size", False) else {}))  # the key of every other game is as it was
     if tm.generator_version: meta["generator_version"] = tm.generator_version  # only where there is one: native keys unchanged
     h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
     h.update(np.ascontiguousarray(rows, dtype=np.int64).tobytes())
@@ -436,7 +437,7 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
                 chunk = idx[b:b + bs]
                 jobs_ = [(np.searchsorted(ids, specs[i].rows), bool(specs[i].label), specs[i].seed) for i in chunk]
                 tasks.append(delayed(_fit_sample_batch)(tm.generator, tm.generator_params, tm.schema, pool, target,
-                                                        tm.dataset_size, jobs_, parent=parent))
+                                                        None if getattr(tm, "own_size", False) else tm.dataset_size, jobs_, parent=parent))
                 metas.append(chunk)
         results = Parallel(n_jobs=jobs, return_as="generator")(tasks)
         with tqdm(total=len(todo), desc=desc, disable=not verbose, leave=False) as bar:
@@ -486,9 +487,9 @@ def _watch_parent(parent: tuple[int, str] | None, interval: float = 0.5) -> bool
     threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
     return True
 
-def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int,
+def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int | None,
                       jobs: list, parent: tuple[int, str] | None = None) -> list:
-    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`; return compact datasets."
+    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`, `size` records (None: as many as it was trained on); return compact datasets."
     _watch_parent(parent)
     from achilles.generators import make_generator
     out = []
@@ -497,7 +498,7 @@ def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encode
         if add: train = Encoded(np.concatenate([train.cat, target.cat]), np.concatenate([train.cont, target.cont]))
         gen = make_generator(generator, schema, **params)
         gen.fit_encoded(train, rng=np.random.default_rng(seed_child(ss, 1)))
-        out.append(compact(gen.sample_encoded(size, rng=np.random.default_rng(seed_child(ss, 2)))))
+        out.append(compact(gen.sample_encoded(train.n if size is None else size, rng=np.random.default_rng(seed_child(ss, 2)))))
     return out
 
 # %% ../../nbs/30_attacks/30_game.ipynb #fde04ced
