@@ -843,6 +843,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--jobs", type=_JOBS, default=None)
     b.add_argument("--population", action="store_const", const=True, default=None,
                    help="audit: the population design, every record of --dataset, timed on a slice and extrapolated")
+    b.add_argument("--release", action="store_const", const=True, default=None,
+                   help="audit: the release design (issue 38), timed the same way, beside the V_k engine's throughput on the same table")
     b.add_argument("--peers", action="store_const", const=True, default=None,
                    help="nobox: time every peer metric against the peer's own code (SDMetrics: set ACHILLES_SDMETRICS_PYTHON)")
     b.add_argument("--quiet", action="store_true")

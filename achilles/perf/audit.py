@@ -78,6 +78,7 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
                 n_test: int = 200,  # the baseline game's test datasets (the paper's)
                 slice_records: int = 20,  # records of the per-family cost slice
                 population: bool = False,  # time the population design instead (every record of the data; `bench_population`)
+                release: bool = False,  # time the release design instead (every record, shadows trained on random halves of the data)
                 dataset: str = "adult",  # population: the data (a dataset name)
                 path: str | None = None,  # population: its file, for a dataset that is not bundled
                 jobs: int | None = None,  # generation workers, numba threads and record threads (None: all cores)
@@ -88,8 +89,10 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     import os
     baseline = baseline or os.environ.get(BASELINE_ENV) or None
     if baseline is not None: baseline = _check_baseline(baseline)
-    if population:
-        return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose)
+    if population and release: raise ValueError("population=True and release=True: time one design at a time")
+    if population or release:
+        return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose,
+                                design="release" if release else "population")
     import tempfile
     from achilles.shadow.audit import PoolModel, audit, audit_plan, plan_pool, score_record, _dataset_signals
     from achilles.shadow.game import ThreatModel, generate_datasets, play_game
@@ -220,13 +223,18 @@ def bench_population(dataset: str = "adult",
                      n_shadow: int = 4000, n_test: int = 200,  # the baseline game's sizes (the paper's)
                      jobs: int | None = None,
                      verbose: bool = True,
+                     design: str = "population",  # or "release": shadows trained on random halves of the data, synthetic sets as large (`audit`)
                      ) -> dict:
-    "Each stage of a population audit timed on a slice and extrapolated to every record, beside the per-record game."
+    """Each stage of a population (or release) audit timed on a slice and extrapolated to every record; beside it the per-record game
+    (population), or the V_k engine's pair-attribute throughput on the same table in the same run (release: the issue 38 yardstick)."""
     import tempfile
     from pathlib import Path
     from achilles.core.rng import seed_child, seed_root
     from achilles.core.runtime import limit_threads
-    from achilles.shadow.audit import PoolModel, audit_plan, plan_population, score_record, _code_dtype, _dataset_signals, _pair_block, _rarest_columns
+    from achilles.shadow.audit import (PoolModel, audit_plan, plan_population, plan_release, score_record, _code_dtype, _dataset_signals,
+                                       _pair_block, _rarest_columns)
+    from achilles.core.validate import check_choice
+    check_choice("design", design, ("population", "release"))
     from achilles.shadow.pool_attack import DEFAULT_ATTACKS
     from achilles.shadow.game import ThreatModel, generate_datasets, play_game
     from achilles.shadow.pool_attack import pair_features, stack_pool
@@ -235,12 +243,15 @@ def bench_population(dataset: str = "adult",
     say(machine_line())
     df, schema = load_dataset(dataset, path=path)
     N = len(df)
-    pm = PoolModel(df, schema, generator, None, dataset_size, dataset)
+    release = design == "release"
+    if release: dataset_size = max(2, N // 2)  # the expected training (and synthetic) size
+    pm = PoolModel(df, schema, generator, None, dataset_size, dataset, own_size=release)
     plan = audit_plan(schema)
-    t = time.perf_counter(); pool = plan_population(pm, n_in, rng=seed_child(seed_root(0), 6)); t_plan = time.perf_counter() - t
+    t = time.perf_counter(); pool = (plan_release if release else plan_population)(pm, n_in, rng=seed_child(seed_root(0), 6)); t_plan = time.perf_counter() - t
     M = pool.n_datasets
-    n_pairs = int(sum(2 * len(np.unique(pool.idx[pool.ptr[g]:pool.ptr[g + 1]])) for g in pool.group))
-    S = min(slice_datasets, M)
+    held = np.diff(pool.ptr)  # datasets holding each copy group
+    n_pairs = int((2 * (np.minimum(held, M - held) if release else held))[pool.group].sum())
+    S = min(slice_datasets, 60 if release else slice_datasets, M)  # release: datasets of N/2 records; 60 time the stages well enough
     with tempfile.TemporaryDirectory() as d:
         generate_datasets(pm, pool.specs[:2], pm.encoded.take([0]), jobs=jobs, verbose=False)  # workers and kernels warm
         t = time.perf_counter()
@@ -260,22 +271,39 @@ def bench_population(dataset: str = "adult",
     root = seed_child(seed_root(0), 7)
     _pair_block(pm, plan, st, ref, gh, recs[:1], pd_[:10], np.zeros(10, np.int64), root, jobs, times)  # compiled
     t = time.perf_counter(); X = _pair_block(pm, plan, st, ref, gh, recs, pd_, pt, root, jobs, times); t_pair = (time.perf_counter() - t) / len(pd_)
-    y = (g.random(per) < 0.5).astype(np.int64)
+    import numba
+    T = numba.get_num_threads() if jobs in (None, -1) else max(1, min(jobs, numba.get_num_threads()))
+    pair_rate = float(np.diff(st.offsets)[pd_].sum()) * len(schema) / (t_pair * len(pd_)) / T  # pair-attributes per second per core
+    fit = 2 * n_in  # the datasets a record's classifiers really see: a slice of fewer is repeated up to it (the cost is in the rows, not their values)
+    y = (g.random(fit) < 0.5).astype(np.int64)
     t = time.perf_counter()
     with limit_threads(1, "blas"):
-        for k in range(R): score_record(X[k * per:(k + 1) * per], y, plan, rng=k, rarest=-1 if rare is None else int(rare[recs[k]]))
+        for k in range(R):
+            Xk = X[k * per:(k + 1) * per]
+            score_record(np.resize(Xk, (fit, Xk.shape[1])), y, plan, rng=k, rarest=-1 if rare is None else int(rare[recs[k]]))
     t_rec = (time.perf_counter() - t) / R  # one thread; the audit runs `jobs` records at once
     workers = max(1, jobs or 1) if jobs != -1 else __import__("os").cpu_count()
     est = dict(plan=t_plan, generation=t_gen * M, signals=t_sig * M, features=t_pair * n_pairs, classifiers=t_rec * N / workers)
     total = sum(est.values())
     mem = M * dataset_size * (len(schema.cat_idx) * np.dtype(_code_dtype(schema)).itemsize + 8 * len(schema.cont_idx) + 8)
-    say(f"\n{dataset}: {N:,} records, pool of {M:,} datasets of {dataset_size:,} ({n_in:,} blocks; {n_pairs:,} (record, dataset) pairs), "
+    shape = (f"release pool of {M:,} datasets, each trained on a random half of the data and as large (about {dataset_size:,}); every record "
+             f"scored on at least {n_in:,} IN and as many OUT" if release else f"pool of {M:,} datasets of {dataset_size:,} ({n_in:,} blocks")
+    say(f"\n{dataset}: {N:,} records, {shape}; {n_pairs:,} (record, dataset) pairs), "
         f"{generator}, {plan.n_features} features")
     say(f"slice: {S:,} datasets generated ({t_gen * 1e3:.1f} ms each, {jobs or 'all'} workers), {R} records x {per:,} datasets "
-        f"({t_pair * 1e6:.1f} us per pair, numba threads {jobs or 'all'}), classifiers {t_rec * 1e3:.0f} ms per record on one thread")
+        f"({t_pair * 1e6:.1f} us per pair, numba threads {jobs or 'all'}), classifiers {t_rec * 1e3:.0f} ms per record ({fit:,} datasets) on one thread")
     say(f"extrapolated: plan {est['plan']:.0f} s, generation {est['generation'] / 60:.1f} min, dataset signals {est['signals'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
         f"classifiers {est['classifiers'] / 60:.1f} min ({workers} threads); total {total / 60:.1f} min")
     say(f"memory: the stacked pool {mem / 2**30:.2f} GB; cache on disk {disk * M / 2**30:.2f} GB ({disk / 1024:.0f} KB per dataset)")
+    if release:  # the yardstick of issue 38: the V_k engine on the same table, same run
+        from achilles.neighbours import nearest
+        nearest(df.iloc[:200], df.iloc[:200], 5, "cosine", schema=schema, exclude_self=True)
+        t = time.perf_counter(); nearest(df, df, 5, "cosine", schema=schema, exclude_self=True); t_vk = time.perf_counter() - t
+        vk_rate = N * (N - 1) * len(schema) / t_vk / numba.get_num_threads()
+        say(f"pair features: {pair_rate:.2e} pair-attributes per second per core; the V_k engine on the same table (k = 5, cosine): "
+            f"{vk_rate:.2e} ({t_vk:.2f} s): the pair features run at {pair_rate / vk_rate:.1%} of it (issue 38's target: >= 10 %)")
+        return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, pair_rate=pair_rate, vk_rate=vk_rate,
+                    engine_share=pair_rate / vk_rate)
     tm = ThreatModel(df, schema, generator, dataset_size=dataset_size, n_aux=min(10_000, N // 2), n_test_pool=min(5_000, N // 4),
                      n_shadow=n_shadow, n_test=n_test)
     t0 = time.perf_counter()
