@@ -421,3 +421,61 @@ def test_release_rows_depend_neither_on_threads_nor_on_the_other_records_audited
     np.testing.assert_array_equal(part["auc"].to_numpy(), one["auc"].to_numpy()[::3])
     np.testing.assert_array_equal(again["auc"].to_numpy(), one["auc"].to_numpy())
     assert again.attrs["seconds"].get("generated", 0) == 0  # every row was in the store: no dataset generated
+
+
+def test_release_stack_asks_for_exactly_the_memory_it_uses_and_counts_what_it_generated(adult, monkeypatch, tmp_path, capsys):
+    """The release pool's stack (datasets as large as their training sets) checks its exact size against the free memory before it
+    generates anything; it counts datasets generated and read from the cache; with verbose=False it prints nothing."""
+    import achilles.core.runtime as rt
+    from achilles.shadow.audit import _code_dtype, plan_release, population_stack
+    df, schema = adult
+    pm = PoolModel(df.iloc[:120].reset_index(drop=True), schema, "independent", dataset_size=60, own_size=True)
+    pool = plan_release(pm, n_in=6, rng=1)
+    sizes = np.array([len(s.rows) for s in pool.specs])
+    need = int(sizes.sum()) * (len(schema.cat_idx) * np.dtype(_code_dtype(schema)).itemsize + 8 * len(schema.cont_idx) + 8)
+    monkeypatch.setattr(rt, "available_memory", lambda: need - 1)
+    with pytest.raises(MemoryError, match="needs about"):
+        population_stack(pm, pool, cache_dir=tmp_path, verbose=False)
+    monkeypatch.setattr(rt, "available_memory", lambda: need)
+    st = population_stack(pm, pool, cache_dir=tmp_path, verbose=False)
+    assert st.counts == dict(generated=pool.n_datasets, cached=0)
+    np.testing.assert_array_equal(np.diff(st.offsets), sizes)  # each synthetic dataset as large as its training set
+    assert population_stack(pm, pool, cache_dir=tmp_path, verbose=False).counts == dict(generated=0, cached=pool.n_datasets)
+    assert capsys.readouterr().err == ""
+
+
+def test_release_pool_size_bounds_and_seeded_stream(adult):
+    """release_datasets is 2 n_in + ceil(8 sqrt(n_in)); plan_release takes n_in >= 2 and tables of 10 records or more; and its
+    random stream is pinned: the same seed gives these very training sets (a change to how they are drawn must show here)."""
+    import hashlib
+    from achilles.shadow.audit import plan_release, release_datasets
+    df, schema = adult
+    assert (release_datasets(1000), release_datasets(30), release_datasets(2)) == (2253, 104, 16)
+    small = lambda n: PoolModel(df.iloc[:n].reset_index(drop=True), schema, "independent", dataset_size=max(2, n // 2))
+    assert plan_release(small(10), n_in=2, rng=0).n_datasets == 16
+    with pytest.raises(ValueError, match="at least 10"): plan_release(small(9), n_in=2, rng=0)
+    with pytest.raises(ValueError, match="n_in"): plan_release(small(10), n_in=1, rng=0)
+    pool = plan_release(small(50), n_in=4, rng=7)
+    assert [len(s.rows) for s in pool.specs[:6]] == [20, 19, 25, 25, 14, 28]
+    assert hashlib.sha256(np.concatenate([s.rows for s in pool.specs]).tobytes()).hexdigest()[:16] == "ec9446f4be56807d"
+    assert [sp.seed.spawn_key for sp in pool.specs[:2]] == [(2, 0), (2, 1)]  # each dataset's fit-and-sample seed: child j of child 2
+    import pandas as pd  # two copy groups of 5: a training set would be empty a quarter of the time; it gets one group, seeded
+    two = PoolModel(df.iloc[[0] * 5 + [1] * 5].reset_index(drop=True), schema, "independent", dataset_size=5)
+    p2 = plan_release(two, n_in=3, rng=3)
+    assert min(len(sp.rows) for sp in p2.specs) == 5
+    assert hashlib.sha256(np.concatenate([sp.rows for sp in p2.specs]).tobytes()).hexdigest()[:16] == "b01d9fb3f9a69cc0"
+
+
+def test_release_record_datasets_uses_the_smaller_side_whole_and_refuses_a_record_without_one():
+    "A record IN 1 of 3 datasets gets that one and 1 of the 2 others, each once; a record IN all of them has no OUT side: an error naming it."
+    from achilles.shadow.audit import ReleasePool
+    # two copy groups; group 0 is in dataset 1 only, group 1 in every dataset
+    pool = ReleasePool(specs=[None] * 3, group=np.array([0, 1]), ptr=np.array([0, 1, 4]), idx=np.array([1, 0, 1, 2], np.int32), n_in=1)
+    for seed in range(5):
+        i, o = pool.record_datasets(0, seed)
+        assert i.tolist() == [1] and len(o) == 1 and o[0] in (0, 2)
+    big = ReleasePool(specs=[None] * 6, group=np.array([0]), ptr=np.array([0, 3]), idx=np.array([0, 2, 4], np.int32), n_in=1)
+    i, o = big.record_datasets(0, 0)
+    assert i.tolist() == [0, 2, 4] and o.tolist() == [1, 3, 5]  # both sides whole, each dataset once
+    with pytest.raises(ValueError, match="record 1 is IN 3 of the 3 datasets"):
+        pool.record_datasets(1, 0)
