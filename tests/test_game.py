@@ -204,3 +204,21 @@ def test_dask_distributed_backend_gives_identical_datasets(small):
         assert len(ts.data) >= 5  # the 18 datasets really ran as tasks on the cluster (5 batches of <= 4)
     for a, b in zip(local.shadow + local.test, remote.shadow + remote.test):
         np.testing.assert_array_equal(a.cat, b.cat); np.testing.assert_array_equal(a.cont, b.cont)
+
+
+def test_a_dataset_is_fitted_with_seed_child_1_and_sampled_with_child_2_and_its_key_says_whether_the_target_was_added():
+    "The seed stream every cache entry depends on, pinned: fit on child 1, sample on child 2; IN and OUT datasets of the same rows never share a key."
+    from achilles.generators import make_generator
+    from achilles.shadow.audit import PoolModel
+    df = load_adult().iloc[:200].reset_index(drop=True)
+    schema = Schema.from_dataframe(df)
+    pm = PoolModel(df, schema, "independent", dataset_size=50)
+    ss = seed_child(seed_root(11), 3)
+    rows = np.arange(50)
+    spec = game.DatasetSpec("pool", 0, 0, rows, ss, dataset_key(pm, rows, None, ss))
+    got, _ = game.generate_datasets(pm, [spec], pm.encoded.take([0]), jobs=1, verbose=False)
+    gen = make_generator("independent", schema)
+    gen.fit_encoded(pm.encoded.take(rows), rng=np.random.default_rng(seed_child(ss, 1)))
+    want = gen.sample_encoded(50, rng=np.random.default_rng(seed_child(ss, 2)))
+    np.testing.assert_array_equal(got[0].cat, want.cat); np.testing.assert_array_equal(got[0].cont, want.cont)
+    assert dataset_key(pm, rows, pm.encoded.take([0]), ss) != dataset_key(pm, rows, None, ss)
