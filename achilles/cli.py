@@ -49,7 +49,7 @@ def _check_not_misread(df, what: str, path, sep) -> None:
         if s: raise ValueError(f"{what}={str(path)!r} was read as one column {str(df.columns[0])[:40]!r}; its header looks "
                                f"{s!r}-separated: pass --sep {s!r}")
 
-_INPUT_OPTIONS = ("csv", "path", "data", "train", "synthetic", "control", "holdout", "file")
+_INPUT_OPTIONS = ("csv", "path", "data", "train", "synthetic", "control", "holdout", "file", "release_file")
 
 def _inputs(args) -> list:
     "The files a command reads (an output may never be one of them)."
@@ -364,10 +364,16 @@ def cmd_riskbench(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #aea0d581
-def _records(text) -> int | str:
-    "--records: 'all' or a positive number of records."
+def _records(text) -> int | str | list:
+    "--records: 'all', a positive number of records, or row ids separated by commas (`17,` is the one record 17)."
     if str(text) == "all": return "all"
-    if not str(text).isdigit() or int(text) < 1: raise ValueError(f"--records={text!r} must be 'all' or a number of records (1 or more)")
+    if "," in str(text):
+        ids = [t.strip() for t in str(text).split(",") if t.strip()]
+        if not ids or not all(t.isdigit() for t in ids):
+            raise ValueError(f"--records={text!r}: row ids are whole numbers separated by commas (e.g. 3,17,42; '17,' for one record)")
+        return sorted({int(t) for t in ids})
+    if not str(text).isdigit() or int(text) < 1:
+        raise ValueError(f"--records={text!r} must be 'all', a number of records (1 or more), or row ids separated by commas")
     return int(text)
 
 def _by_name(args, df):
@@ -381,7 +387,7 @@ def cmd_audit(args) -> int:
     "Audit every record of a release with one shared pool of shadow datasets; print the risk distribution and the riskiest records."
     from achilles.shadow.audit import audit
     from achilles.shadow.pool_attack import DEFAULT_ATTACKS
-    gparams = generator_params(args)
+    generator, gparams = _own_or_named(args)
     records = _records(args.records)
     if args.out: check_output(args.out, _inputs(args), args.force, protected=[("--results", args.results), ("--cache-dir", args.cache_dir)])
     store = open_store(args.results, _inputs(args))
@@ -389,8 +395,9 @@ def cmd_audit(args) -> int:
     order = args.order if args.order == "auto" else int(args.order) if str(args.order).isdigit() else None
     if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
-    rows = audit(_by_name(args, df), args.generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
-                 dataset_size=args.dataset_size, release_size=args.release_size,
+    release = _release_file(args, df, schema) if args.release_file else None
+    rows = audit(_by_name(args, df), generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
+                 dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
@@ -419,9 +426,43 @@ def cmd_audit(args) -> int:
     cols = [c for c in cols if c in rows]
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
+    if "release" in rows.attrs: _print_release(rows, args)
     if store is not None: print(f"rows in {args.results} (kind audit, run {rows.attrs['run_id']}; a rerun resumes from them)")
     if args.out: write_output(args.out, csv_bytes(rows, raw=args.raw_csv)); print(f"written to {args.out}")
     return 0
+
+def _own_or_named(args) -> tuple:
+    "(generator, params): --generator NAME with its --params checked, or FILE.py:NAME / module:NAME loaded and called with them (your own)."
+    if ":" not in args.generator: return args.generator, generator_params(args)
+    from achilles.generators.external import load_generator
+    check_n_jobs("--jobs", args.jobs)
+    return load_generator(args.generator, **parse_params(args.params)), None
+
+def _release_file(args, df, schema) -> pd.DataFrame:
+    "The custodian's release (--release), read with the data's column kinds and the same reading options as --csv."
+    f = args.release_file
+    if not Path(f).is_file(): raise FileNotFoundError(f"--release={f!r}: no such file")
+    cols = _columns_of(f, args.sep)
+    lacking = [c for c in df.columns if c not in cols]
+    if lacking: raise ValueError(f"--release={str(f)!r} lacks the column(s) {lacking} of the data; it has {cols[:20]}")
+    kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
+    rel = load_dataset(str(f), types=kinds, sep=args.sep, na_values=getattr(args, "na_values", None),
+                       keep=[c for c in _keep(args) if c in cols], decimal=getattr(args, "decimal", None) or ".")[0]
+    return rel[list(df.columns)]
+
+def _print_release(rows, args) -> None:
+    "The release's verdict and its most exposed records."
+    s = rows.attrs["release"]
+    reach = (f"the smallest p-value these pools allow is {s['p_floor']:.2g}, so Benjamini-Hochberg can flag records only when at least "
+             f"{s['fewest_flaggable']:,} of the {s['records']:,} reach it" if s["can_flag"] else
+             f"the smallest p-value these pools allow is {s['p_floor']:.2g}: with {s['records']:,} records no flag is possible (raise --n-in, or audit fewer records)")
+    print(f"the release {args.release_file}: {s['flagged']:,} of {s['records']:,} records exposed in this release at a false discovery rate of "
+          f"{s['fdr']:.0%} (conformal p-values against each record's OUT datasets, Benjamini-Hochberg); {reach}. The release scores at the "
+          f"median record's {s['median_percentile']:.0f}th percentile of its OUT datasets. Assumption: the p-values are {s['assumption']}.")
+    cols = [c for c in ("record", "release_p", "release_q", "release_flag", "release_signal", "release_percentile", "release_lr", "auc") if c in rows]
+    top = rows.sort_values(["release_p", "release_score"], ascending=[True, False]).head(args.top)
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3g}".format):
+        print(top[cols].to_string(index=False))
 
 # %% ../nbs/50_perf/59_cli.ipynb #b01a9fa0
 def cmd_schema(args) -> int:
@@ -746,9 +787,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     au = sub.add_parser("audit", help="audit every record: per-record membership AUCs from one shared pool of shadow datasets")
     data_opts(au)
-    au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
+    au.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`), or your own: FILE.py:NAME or "
+                                                          "module:NAME, a class or factory called with --params, whose objects have fit(df) and sample(n)")
     au.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
-    au.add_argument("--records", default="1000", help="how many records (a seeded random sample), or 'all' (every record: the population design)")
+    au.add_argument("--records", default="1000", help="how many records (a seeded random sample), 'all' (every record: the population design), "
+                                                     "or row ids separated by commas (3,17,42; '17,' for one)")
     au.add_argument("--design", default="auto", choices=["auto", "bernoulli", "population", "release"],
                     help="bernoulli: each audited record IN half the datasets; population: every dataset a random subset of the data, "
                          "every record audited from one pool (auto: population for --records all); release: the custodian's question, "
@@ -756,7 +799,11 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--n-datasets", type=_POS, default=None, help="bernoulli: synthetic datasets in the pool (default 1,000; each record IN about half)")
     au.add_argument("--n-in", type=_POS, default=1000, help="population and release: IN datasets per record, at least (and as many OUT; default 1,000)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
-    au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: as many as it was trained on)")
+    au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: the --release file's rows, else as many as each was trained on)")
+    au.add_argument("--release", dest="release_file", default=None, metavar="CSV",
+                    help="the synthetic file the custodian will publish (the data's columns): every audited record's attack scores it too, and "
+                         "records it exposes are flagged at --fdr (implies --design release)")
+    au.add_argument("--fdr", type=float, default=0.05, help="false discovery rate of the release's flags (default 0.05)")
     au.add_argument("--attacks", default=None,
                     help="attack families, stacked into each record's AUC (see `achilles list audit_attacks`; default: every family but genlra "
                          "and classifier, which add nothing measurable at a real cost)")

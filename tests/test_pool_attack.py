@@ -300,7 +300,7 @@ def test_the_stacks_intercept_centres_its_training_scores_on_the_prior():
     g = np.random.default_rng(0)
     y = (g.random(500) < 0.3).astype(np.int64)
     C = np.c_[g.normal(size=500) + 1.5 * y, g.normal(size=500) + 0.8 * y]
-    s_te, s_tr, w = _stack(C, y, C[:10], 0)
+    s_te, s_tr, w, _ = _stack(C, y, C[:10], 0)
     prior = math.log(y.sum() / (len(y) - y.sum()))
     assert (w > 0).all()
     assert abs(0.5 * (s_tr[y == 1].mean() + s_tr[y == 0].mean()) - prior) < 1e-9
@@ -370,7 +370,7 @@ def test_the_stack_falls_back_to_the_first_column_when_nothing_beats_chance():
     from achilles.core.results import auc_interval
     from achilles.shadow.pool_attack import auc_score
     assert all(auc_interval(auc_score(y, C[:, j]), int(y.sum()), int(len(y) - y.sum()))[0] <= 0.5 for j in (0, 1))
-    s_te, s_tr, w = _stack(C, y, C[:20], 0)
+    s_te, s_tr, w, _ = _stack(C, y, C[:20], 0)
     assert w[0] > 0 and w[1] == 0 and np.ptp(s_te) > 0, w
 
 

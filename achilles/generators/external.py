@@ -16,8 +16,9 @@ from ..core.rng import int_seed
 from ..core.validate import check_bool, check_float
 
 # %% auto #0
-__all__ = ['read_samples', 'CallableGenerator', 'ExternalGeneratorError', 'schema_json', 'write_train', 'read_losses',
-           'run_protocol', 'ExternalGenerator', 'standin_script']
+__all__ = ['read_samples', 'CallableGenerator', 'generator_fingerprint', 'own_generator', 'load_generator',
+           'ExternalGeneratorError', 'schema_json', 'write_train', 'read_losses', 'run_protocol', 'ExternalGenerator',
+           'standin_script']
 
 # %% ../../nbs/20_generators/23_external.ipynb #e10e99a4
 def _category_lookup(col) -> dict:
@@ -143,6 +144,89 @@ class CallableGenerator(Generator):
         what = f"model={type(self.model).__name__}" if self.model is not None else \
                f"fit={getattr(self.fit_fn, '__name__', self.fit_fn)}, sample={getattr(self.sample_fn, '__name__', self.sample_fn)}"
         return f"CallableGenerator({what}, seeded={self.seeded})"
+
+# %% ../../nbs/20_generators/23_external.ipynb #d9979f7d
+def _code_text(f) -> str:
+    "A function's source, or (defined at a prompt) its bytecode, constants and names: what changes when its code does."
+    try: return inspect.getsource(f)
+    except (OSError, TypeError):  # no source to read: the code object itself, which is as deterministic
+        c = getattr(f, "__code__", None)
+        if c is None: return f"{getattr(f, '__module__', '')}.{getattr(f, '__qualname__', type(f).__name__)}"  # a builtin: its name
+        return f"{c.co_code.hex()}|{[_canon(k) if not inspect.iscode(k) else k.co_code.hex() for k in c.co_consts]}|{c.co_names}"
+
+def _canon(x, where: str = "generator", depth: int = 0) -> str:
+    "A text that is equal for equal settings in any process (no memory address, no hash-seeded order), or a TypeError naming what has none."
+    if depth > 12: raise TypeError(f"{where}: nested too deeply to fingerprint")
+    if x is None or isinstance(x, (bool, int, float, complex, str, bytes)): return repr(x)
+    if isinstance(x, np.generic): return repr(x.item())
+    if isinstance(x, np.ndarray):
+        import hashlib
+        return f"ndarray({x.dtype},{x.shape},{hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest() if x.dtype != object else _canon(x.tolist(), where, depth + 1)})"
+    if isinstance(x, (pd.DataFrame, pd.Series)):
+        return f"{type(x).__name__}({list(map(str, getattr(x, 'columns', [x.name])))},{pd.util.hash_pandas_object(x, index=True).sum()})"
+    if isinstance(x, (list, tuple)): return f"{type(x).__name__}[" + ",".join(_canon(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(x)) + "]"
+    if isinstance(x, (set, frozenset)): return "set[" + ",".join(sorted(_canon(v, where, depth + 1) for v in x)) + "]"
+    if isinstance(x, dict): return "{" + ",".join(sorted(f"{_canon(k, where, depth + 1)}:{_canon(v, f'{where}[{k!r}]', depth + 1)}" for k, v in x.items())) + "}"
+    if isinstance(x, Schema): return json.dumps(x.to_dict(), sort_keys=True, default=str)
+    if inspect.isfunction(x) or inspect.ismethod(x) or inspect.isbuiltin(x): return f"function({_code_text(x)})"
+    if isinstance(x, type): return f"class({x.__module__}.{x.__qualname__}:{_class_text(x)})"
+    state = getattr(x, "__dict__", None)
+    if state is None and hasattr(type(x), "__slots__"): state = {k: getattr(x, k) for k in type(x).__slots__ if hasattr(x, k)}
+    if state is None:
+        raise TypeError(f"{where}: an object of type {type(x).__name__} has no settings achilles can read to key the cache on; give "
+                        "the generator plain settings (numbers, strings, lists, dicts, arrays, tables)")
+    return f"{type(x).__module__}.{type(x).__qualname__}:{_class_text(type(x))}:{_canon(state, where, depth + 1)}"
+
+def _class_text(cls) -> str:
+    "The source of a class's module (its helpers count too), else of the class, else its methods' code."
+    import sys as _sys
+    for what in (_sys.modules.get(cls.__module__), cls):
+        if what is None or what.__name__ == "__main__": continue
+        try: return inspect.getsource(what)
+        except (OSError, TypeError): continue  # no file behind it (a prompt, a notebook): the next way
+    return ";".join(f"{k}={_code_text(v)}" for k, v in sorted(vars(cls).items()) if inspect.isfunction(v))
+
+def generator_fingerprint(obj) -> str:
+    "SHA-256 (16 hex digits) of a generator object: its class's code and its settings, the same in every process; it must also pickle (workers get it so)."
+    import hashlib
+    import cloudpickle  # joblib's own pickler for its worker processes (a dependency of joblib, named in ours)
+    try: cloudpickle.dumps(obj)
+    except Exception as e:  # noqa: BLE001 -- any pickling failure means the same thing here; it is re-raised, named
+        raise TypeError(f"generator={type(obj).__name__} cannot be pickled ({type(e).__name__}: {e}); achilles ships it to worker "
+                        "processes: keep its state in plain attributes") from e
+    return hashlib.sha256(_canon(obj, f"generator={type(obj).__name__}").encode()).hexdigest()[:16]
+
+def own_generator(obj, schema: Schema) -> tuple[str, Generator]:
+    "(token, generator): an achilles `Generator` as it is, or any object with fit(df) / sample(n) wrapped in `CallableGenerator`; the token names it in cache keys and results."
+    if isinstance(obj, str): raise TypeError(f"own_generator takes an object; {obj!r} is a name: use make_generator")
+    if isinstance(obj, type):
+        raise TypeError(f"generator={obj.__name__} is a class: pass an instance ({obj.__name__}(...)), with its settings")
+    gen = obj if isinstance(obj, Generator) else CallableGenerator(schema, model=obj)
+    gen._check_params()  # a model without fit / sample fails now
+    return f"own:{type(obj).__name__}:{generator_fingerprint(obj)}", gen
+
+def load_generator(spec: str,  # "path/to/file.py:NAME" or "package.module:NAME"
+                   **params,  # passed to NAME when it is called
+                   ):
+    "The object `NAME` of a Python file or module: called with `params` when it is a class or a function, else returned as it is."
+    import importlib, importlib.util
+    where, sep, name = str(spec).rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise ValueError(f"generator={spec!r}: a generator of your own is FILE.py:NAME or module:NAME (a class or a factory in it)")
+    if where.endswith(".py"):
+        if not Path(where).is_file(): raise FileNotFoundError(f"generator={spec!r}: no such file {where!r}")
+        s = importlib.util.spec_from_file_location(f"achilles_own_{Path(where).stem}", where)
+        mod = importlib.util.module_from_spec(s)
+        sys.modules[s.name] = mod
+        s.loader.exec_module(mod)
+        import cloudpickle
+        cloudpickle.register_pickle_by_value(mod)  # a worker process cannot import the file: its classes travel by value
+    else: mod = importlib.import_module(where)
+    if not hasattr(mod, name): raise ValueError(f"generator={spec!r}: {where!r} has no {name!r}")
+    obj = getattr(mod, name)
+    if callable(obj) and (isinstance(obj, type) or inspect.isfunction(obj)): return obj(**params)
+    if params: raise TypeError(f"generator={spec!r} is an object, not a class or a factory: --params {params} cannot be passed to it")
+    return obj
 
 # %% ../../nbs/20_generators/23_external.ipynb #cb0366f3
 class ExternalGeneratorError(RuntimeError):

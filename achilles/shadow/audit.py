@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #f56252b9
 from __future__ import annotations
-import dataclasses, hashlib, json, math, time, warnings
+import dataclasses, hashlib, json, math, os, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
@@ -22,15 +22,15 @@ from ..core.validate import check_int, check_n_jobs, check_choice, check_float, 
 from ..queries import _check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
-from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, DCR, DEFAULT_ATTACKS, FAMILIES, GENLRA, QUERY, RAREST,
+from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, COPY, DCR, DEFAULT_ATTACKS, FAMILIES, GENLRA, QUERY, RAREST,
                                          FeaturePlan, StackedPool, check_attacks, crossfit_record, exact_tolerance, feature_plan,
-                                         membership_row, pair_features, rarest_attribute, stack_pool, transform_features)
+                                         membership_row, pair_features, rarest_attribute, release_row, stack_pool, transform_features)
 from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
 __all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan',
            'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
-           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release']
+           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -38,16 +38,25 @@ class PoolModel:
     "What every synthetic dataset of a pool depends on (duck-types `ThreatModel` for `generate_datasets`)."
     population: pd.DataFrame  # Ω
     schema: Schema
-    generator: str = "baynet"
+    generator: str = "baynet"  # a name in GENERATORS, or the custodian's own object (`own_generator`): replaced by its token
     generator_params: dict | None = None
     dataset_size: int = 1000  # |D| = |D^s|: records of each training and each synthetic dataset
     name: str = "custom"
     own_size: bool = False  # each synthetic dataset has its own training set's size (dataset_size is then the expected one): the release design
+    generator_object: object = None  # set from an object given as `generator`: the unfitted generator each dataset gets a copy of
 
     def __post_init__(self):
         object.__setattr__(self, "population", self.population.reset_index(drop=True))
         object.__setattr__(self, "generator_params", _jsonable(self.generator_params))
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, lo=2))
+        if not isinstance(self.generator, str):  # the custodian's own generator: its token names it in keys and results
+            if self.generator_params:
+                raise ValueError(f"generator_params={self.generator_params} set a generator given by name; an object of your own "
+                                 "carries its settings")
+            from achilles.generators.external import own_generator
+            token, gen = own_generator(self.generator, self.schema)
+            object.__setattr__(self, "generator", token); object.__setattr__(self, "generator_object", gen)
+            return
         from achilles.generators import GENERATORS, make_generator
         if self.generator not in list(GENERATORS):
             raise ValueError(f"generator={self.generator!r} is not a known generator; use one of {sorted(GENERATORS)}")
@@ -60,7 +69,8 @@ class PoolModel:
     def fingerprint(self) -> str: return population_fingerprint(self.schema, self.encoded)  # the game's: the same Ω, the same cache keys
 
     @cached_property
-    def generator_version(self) -> str: return generator_version(self.generator, self.schema, self.generator_params)  # as the game's
+    def generator_version(self) -> str:  # as the game's; an object of your own has its fingerprint in its token
+        return "" if self.generator_object is not None else generator_version(self.generator, self.schema, self.generator_params)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #7242f6f4
 @dataclass(frozen=True, eq=False)
@@ -125,18 +135,34 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
                  stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
                  inflation: float = 1.0,  # the AUC standard error's widening measured by the run's permutation refits (`null_inflation`)
                  certify: bool = True,  # the intervals from one more fit, on 60 % of the folds, scored on the rest (`crossfit_record`)
+                 release: np.ndarray | None = None,  # the raw `pair_features` row of the record against the release: scored by the certificate's fit (`release_row`)
                  ):
-    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features."
+    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features; with `release`, the release's own figures too."
     attacks = check_attacks(attacks)
     X = np.asarray(X); Xs = scratch("score_record.X", X.shape); np.copyto(Xs, X); X = Xs  # a copy, in reused memory
-    untrained = {}
-    if DCR in attacks: untrained[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
-    if RAREST in attacks and rarest >= 0: untrained[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
+    def untrained_of(X):
+        u = {}
+        if DCR in attacks: u[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
+        if RAREST in attacks and rarest >= 0: u[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
+        return u
+    untrained = untrained_of(X)
     X = transform_features(X, plan)
+    ex = ex_u = None
+    if release is not None:
+        if not certify: raise ValueError("the release is scored by the certificate's fit: pass certify=True")
+        ex = np.array(np.atleast_2d(release), np.float32)
+        if ex.shape != (1, X.shape[1]): raise ValueError(f"release must be one row of {X.shape[1]} features, got shape {np.shape(release)}")
+        ex_u = untrained_of(ex); ex = transform_features(ex, plan)
     fam = {k: v for k, v in plan.families().items() if k in attacks}
     res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
-                          untrained=untrained, stack=stack, certify=certify)
+                          untrained=untrained, stack=stack, certify=certify, extra=ex, extra_untrained=ex_u)
     row = membership_row(res, y, delta=delta, inflation=inflation)
+    if release is not None:  # beside the trained attack, the untrained signals and the exact copies, each against every OUT dataset
+        fixed = {k: (v, float(ex_u[k][0])) for k, v in untrained.items()}
+        if plan.n_copy:
+            c = plan._offsets()[COPY][0]  # copies_0: synthetic records equal to the record on every attribute (log1p: the same order)
+            fixed[COPY] = (X[:, c].astype(np.float64), float(ex[0, c]))
+        row.update(release_row(res["certificate"], y, fixed))
     return (row, res["scores"][COMBINED]) if return_scores else row
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
@@ -203,7 +229,7 @@ def _design(design: str, records, n_targets: int, dataset_size: int, n_datasets)
     return "population" if (overflow or chosen) and n_datasets is None else "bernoulli"
 
 def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
-          generator: str = "baynet",  # a key of GENERATORS
+          generator="baynet",  # a key of GENERATORS, or your own generator: an achilles `Generator` or any object with fit(df) / sample(n)
           *,
           records="all",  # "all", a number of records (a seeded random sample), or row ids
           design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), "release" (random halves of the data: the custodian's question), or "auto"
@@ -211,7 +237,9 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           n_in: int = 1000,  # population / release: every record is scored on this many IN datasets (at least) and as many OUT
           
           dataset_size: int = 1000,  # |D| = |D^s| (bernoulli and population)
-          release_size: int | None = None,  # release: rows of each synthetic dataset (default: half the data, the shadow training sets' expected size)
+          release_size: int | None = None,  # release: rows of each synthetic dataset (default: the release's rows when `release` is given, else as many as each was trained on)
+          release=None,  # the custodian's synthetic file (a DataFrame or CSV path, the data's columns): each record's attack scores it too (`release_row`); implies design="release"
+          fdr: float = 0.05,  # the false discovery rate of the release's flags (Benjamini-Hochberg over the audited records' release p-values)
           generator_params: dict | None = None,
           schema: Schema | None = None,
           attacks=DEFAULT_ATTACKS,  # attack families scored and stacked (`AUDIT_ATTACKS`); the stack is the headline AUC
@@ -252,6 +280,13 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                              "interval='calibrated' to widen the cross-fitted AUC's interval instead)")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     check_choice("design", design, DESIGNS)
+    fdr = check_float("fdr", fdr, 0.0, 1.0, lo_open=True, hi_open=True)
+    if release is not None:
+        if design == "auto": design = "release"
+        if design != "release":
+            raise ValueError(f"release= scores the custodian's file against a pool of releases of the data itself: it needs design='release', not {design!r}")
+        if interval != "certificate":
+            raise ValueError(f"interval={interval!r}: the release is scored by each record's certificate fit; pass interval='certificate'")
     if isinstance(data, pd.DataFrame): df, label = data, "custom"
     else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
     label = name or label
@@ -260,6 +295,13 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     root = seed_root(rng)
     reference = check_int("reference", reference, lo=1)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
+    rel = None
+    if release is not None:  # read and encoded before anything is generated: a file that does not fit the data fails now
+        rel = _release_table(release, df, schema)
+        if release_size is not None and check_int("release_size", release_size, lo=2) != rel.n:
+            raise ValueError(f"release_size={release_size}, but the release has {rel.n:,} rows: the pool's synthetic datasets must be as "
+                             "large as the release for its score to compare with theirs (leave release_size unset)")
+        release_size = rel.n
     if design == "release":  # the synthetic datasets: each as large as its training set, or the release's size
         dataset_size = max(2, len(df) // 2) if release_size is None else check_int("release_size", release_size, lo=2)
     elif release_size is not None:
@@ -280,9 +322,10 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     else:
         M = check_int("n_datasets", 1000 if n_datasets is None else n_datasets, lo=2 * folds)
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
-    config = dict(dataset=label, population=pm.fingerprint[:16], generator=generator, generator_params=pm.generator_params,
+    config = dict(dataset=label, population=pm.fingerprint[:16], generator=pm.generator, generator_params=pm.generator_params,
                   dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design in ("population", "release") else {}),
                   **({"release_size": "as trained" if release_size is None else release_size} if design == "release" else {}),
+                  **({"release": _release_fingerprint(rel)} if rel is not None else {}),
                   attacks=list(attacks), order=order,
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
@@ -292,7 +335,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
     if verbose:
-        print(f"achilles audit | {label} | {generator} | {len(targets)} records ({len(targets) - len(todo)} already audited) | "
+        print(f"achilles audit | {label} | {pm.generator} | {len(targets)} records ({len(targets) - len(todo)} already audited) | "
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
               f"{folds} folds) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
@@ -311,7 +354,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     rows = []
     if len(todo) and design in ("population", "release"):
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, **extra)
+                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times, **extra)
@@ -319,7 +362,9 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     out = out[out["record"].astype(int).isin(targets)] if len(out) else out
     out = out.sort_values("record").reset_index(drop=True) if len(out) else out
     if len(out) and "auc_p" in out: out["q_value"] = bh_q_values(out["auc_p"].to_numpy(np.float64))  # over this run's audited records
+    if len(out) and "release_p" in out: out = _release_flags(out, fdr)
     out.attrs.update(config=config, run_id=run, seconds=dict(times, total=time.perf_counter() - t0), skipped=skipped.tolist())
+    if rel is not None and len(out): out.attrs["release"] = release_summary(out, fdr)
     return out
 
 def _copies(pm: PoolModel) -> np.ndarray:
@@ -550,12 +595,15 @@ def _code_dtype(schema: Schema):
     top = max([len(c.categories) for c in schema.columns if c.kind == "categorical"] or [1])
     return np.uint8 if top <= 256 else np.uint16 if top <= 65536 else np.int32
 
-def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs=1, verbose=True, block: int = 2000) -> StackedPool:
+def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs=1, verbose=True, block: int = 2000,
+                     extra: Encoded | None = None,  # one more dataset stacked last, as dataset `pool.n_datasets` (the custodian's release)
+                     ) -> StackedPool:
     "Generate (or load from the cache) every dataset of a population pool, stacked for `pair_features`."
     from achilles.core.runtime import check_memory
     M, D = pool.n_datasets, pm.dataset_size
     sizes = np.array([len(s.rows) for s in pool.specs], np.int64) if pm.own_size else np.full(M, D, np.int64)  # own_size: as trained
-    offsets = np.zeros(M + 1, np.int64); offsets[1:] = np.cumsum(sizes)
+    if extra is not None: sizes = np.r_[sizes, extra.n]
+    offsets = np.zeros(len(sizes) + 1, np.int64); offsets[1:] = np.cumsum(sizes)
     C, Dc = len(pm.schema.cat_idx), len(pm.schema.cont_idx)
     dt = _code_dtype(pm.schema)
     check_memory(f"a pool of {M:,} datasets of {int(sizes.mean()):,} records on average", int(offsets[-1]) * (C * np.dtype(dt).itemsize + 8 * Dc + 8),
@@ -572,6 +620,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
         counts["generated"] += c["generated"]; counts["cached"] += c["cached"]
         bar.update(len(data))
     bar.close()
+    if extra is not None: cat[:, offsets[M]:] = extra.cat.T; cont[:, offsets[M]:] = extra.cont.T
     st = StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), offsets)
     object.__setattr__(st, "counts", counts)
     return st
@@ -579,9 +628,10 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
                      run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None,
-                     certify=True):
-    "Score the records `todo` of a population pool; one row per record, stored as it is scored."
+                     certify=True, release=False):
+    "Score the records `todo` of a population pool; one row per record, stored as it is scored. `release`: the stack's last dataset is the custodian's release, scored by every record's certificate."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
+    extra = [pool.n_datasets] if release else []  # the release: one more pair per record, after its IN and OUT datasets
     workers = threads or 1
     per_record = 2 * pool.n_in * max(plan.n_features, 1) * 4
     chunk = chunk or max(1, int(256e6 // per_record))
@@ -589,10 +639,10 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
         t0 = time.perf_counter()
         part = todo[s:s + chunk]
         sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
-        pd_ = np.concatenate([np.concatenate([i, o]) for i, o in sets])
-        pt = np.concatenate([np.full(len(i) + len(o), k) for k, (i, o) in enumerate(sets)])
+        pd_ = np.concatenate([np.concatenate([i, o, extra]).astype(np.int64) for i, o in sets])
+        pt = np.concatenate([np.full(len(i) + len(o) + len(extra), k) for k, (i, o) in enumerate(sets)])
         X = _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times, out=_chunk_buffer(s // chunk, (len(pd_), plan.n_features)))
-        return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) for i, o in sets])], time.perf_counter() - t0
+        return part, sets, X, np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])], time.perf_counter() - t0
     rar = _rarest_columns(pm, plan, attacks)
     def datasets_of(r):  # a record's IN and OUT datasets, and their labels
         i, o = pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r)))
@@ -608,10 +658,11 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
             def one(k, part=part, sets=sets, X=X, bounds=bounds):
                 i, o = sets[k]
                 y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
-                return score_record(X[bounds[k]:bounds[k + 1]], y, plan, attacks, classifier, folds, screen,
+                a, b = bounds[k], bounds[k] + len(y)
+                return score_record(X[a:b], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
                                     rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack, inflation=inflation,
-                                    certify=certify)
+                                    certify=certify, release=X[b] if release else None)
             _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
@@ -619,7 +670,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population"):
+                      root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population",
+                      release=None):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -630,7 +682,7 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
     sel = selector_table(pm.population, pm.schema, todo, selectors) if selectors else pd.DataFrame(index=range(len(todo)))
     times["plan"] += time.perf_counter() - t
     t = time.perf_counter()
-    stacked = population_stack(pm, pool, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
+    stacked = population_stack(pm, pool, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose, extra=release)
     times["generation"] += time.perf_counter() - t
     times.update(stacked.counts)
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
@@ -640,7 +692,7 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
                             n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
-                            certify=certify)
+                            certify=certify, release=release is not None)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #8a70dfb9
 def release_datasets(n_in: int) -> int:
@@ -683,3 +735,43 @@ def plan_release(pm: PoolModel, n_in: int = 1000, rng=None) -> ReleasePool:
         ss = seed_child(seed_child(root, 2), j)
         specs.append(DatasetSpec("release", j, 0, rows, ss, dataset_key(pm, rows, None, ss)))
     return ReleasePool(specs, group, ptr, dj.astype(np.int32), n_in)
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #dc5664e5
+def _release_table(release, df: pd.DataFrame, schema: Schema) -> Encoded:
+    "The custodian's release (a DataFrame or a CSV path), read with the data's column kinds and encoded with its schema."
+    if isinstance(release, (str, bytes)) or hasattr(release, "__fspath__"):
+        kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
+        release = load_dataset(os.fsdecode(release), types=kinds)[0]
+    if not isinstance(release, pd.DataFrame):
+        raise TypeError(f"release must be a DataFrame or the path of a CSV file, got {type(release).__name__}")
+    lacking = [c for c in schema.names if c not in release.columns]
+    if lacking: raise ValueError(f"the release lacks the data's column(s) {lacking}; it has {list(release.columns)[:20]}")
+    if len(release) < 2: raise ValueError(f"the release has {len(release)} row(s); scoring it needs at least 2")
+    try: return encode(release[schema.names], schema)
+    except ValueError as e:  # a value the data never holds: a generator trained on the data cannot have made it
+        raise ValueError(f"the release does not fit the data: {str(e).split('; pass unseen=')[0]}; a generator trained on this "
+                         "data cannot produce it: is the release made from this table?") from e
+
+def _release_fingerprint(enc: Encoded) -> str:
+    "Which release a run scored (part of its run id, so a rerun with another file starts afresh)."
+    h = hashlib.sha256()
+    for a in (enc.cat, enc.cont): h.update(repr(a.shape).encode()); h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+def _release_flags(out: pd.DataFrame, fdr: float) -> pd.DataFrame:
+    "Benjamini-Hochberg q-values of the release p-values over the audited records, and the flags at `fdr`."
+    out["release_q"] = bh_q_values(out["release_p"].to_numpy(np.float64))
+    out["release_flag"] = out["release_q"] <= fdr
+    return out
+
+def release_summary(rows: pd.DataFrame,  # an audit with a release (`release_p`, `release_flag`, `release_p_floor`)
+                    fdr: float = 0.05,
+                    ) -> dict:
+    "The release's verdict: records flagged at `fdr`, the smallest p-value the counts allow, and the fewest records Benjamini-Hochberg could flag."
+    m = len(rows)
+    floor = float(rows["release_p_floor"].min())
+    fewest = max(1, math.ceil(floor * m / fdr - 1e-12))
+    return dict(records=m, fdr=fdr, flagged=int(rows["release_flag"].sum()), p_floor=floor, fewest_flaggable=fewest,
+                can_flag=fewest <= m, median_percentile=float(rows["release_percentile"].median()),
+                assumption="exact when the release is trained as the pool's datasets are (a random half of the data, as large as the "
+                           "release); a release trained on all of the data holds every neighbour of a record, which errs towards flagging")

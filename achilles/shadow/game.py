@@ -5,7 +5,7 @@
 # %% ../../nbs/30_attacks/30_game.ipynb #04958947
 from __future__ import annotations
 from fastcore.basics import patch
-import errno, hashlib, io, json, math, os, re, socket, threading, time, warnings, zipfile, zlib
+import copy, errno, hashlib, io, json, math, os, re, socket, threading, time, warnings, zipfile, zlib
 from dataclasses import dataclass, replace as _replace
 from datetime import datetime, timezone
 from functools import cached_property
@@ -425,7 +425,8 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
     if todo:
         if cache is not None: cache.check_writable()  # a clear error now, not after the first batch
         from achilles.generators import make_generator
-        make_generator(tm.generator, tm.schema, **tm.generator_params)  # bad hyperparameters fail here, not in a worker
+        own = getattr(tm, "generator_object", None)  # the custodian's own generator (`PoolModel`), shipped to the workers as it is
+        if own is None: make_generator(tm.generator, tm.schema, **tm.generator_params)  # bad hyperparameters fail here, not in a worker
         workers = max(1, effective_n_jobs(jobs))
         bs = batch_size or max(1, min(64, math.ceil(len(todo) / (4 * workers))))
         tasks, metas, parent = [], [], _parent_token()
@@ -436,7 +437,7 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
             for b in range(0, len(idx), bs):
                 chunk = idx[b:b + bs]
                 jobs_ = [(np.searchsorted(ids, specs[i].rows), bool(specs[i].label), specs[i].seed) for i in chunk]
-                tasks.append(delayed(_fit_sample_batch)(tm.generator, tm.generator_params, tm.schema, pool, target,
+                tasks.append(delayed(_fit_sample_batch)(tm.generator if own is None else own, tm.generator_params, tm.schema, pool, target,
                                                         None if getattr(tm, "own_size", False) else tm.dataset_size, jobs_, parent=parent))
                 metas.append(chunk)
         results = Parallel(n_jobs=jobs, return_as="generator")(tasks)
@@ -487,16 +488,16 @@ def _watch_parent(parent: tuple[int, str] | None, interval: float = 0.5) -> bool
     threading.Thread(target=watch, name=_WATCHDOG, daemon=True).start()
     return True
 
-def _fit_sample_batch(generator: str, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int | None,
+def _fit_sample_batch(generator, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int | None,
                       jobs: list, parent: tuple[int, str] | None = None) -> list:
-    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`, `size` records (None: as many as it was trained on); return compact datasets."
+    "Worker: fit and sample each (local row ids, add target, seed) of `jobs`, `size` records (None: as many as it was trained on); return compact datasets. `generator`: a name, or an unfitted `Generator` that each dataset gets a fresh copy of."
     _watch_parent(parent)
     from achilles.generators import make_generator
     out = []
     for local, add, ss in jobs:
         train = pool.take(local)
         if add: train = Encoded(np.concatenate([train.cat, target.cat]), np.concatenate([train.cont, target.cont]))
-        gen = make_generator(generator, schema, **params)
+        gen = make_generator(generator, schema, **params) if isinstance(generator, str) else copy.deepcopy(generator)
         gen.fit_encoded(train, rng=np.random.default_rng(seed_child(ss, 1)))
         out.append(compact(gen.sample_encoded(train.n if size is None else size, rng=np.random.default_rng(seed_child(ss, 2)))))
     return out

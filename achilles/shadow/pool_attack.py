@@ -25,7 +25,7 @@ __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG
            'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
            'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features',
            'transform_features', 'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact',
-           'at_ceiling', 'membership_row']
+           'at_ceiling', 'membership_row', 'release_row']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -642,14 +642,14 @@ def record_folds(y: np.ndarray, folds: int, rng=None) -> np.ndarray:
         f[idx[g.permutation(len(idx))]] = np.arange(len(idx)) % folds
     return f
 
-def _fit_score(kind, Zt, blocks, a, b, full, groups, seed, n_jobs):
+def _fit_score(kind, Zt, blocks, a, b, full, groups, seed, n_jobs, Ze=None):
     """A classifier on the features `full` (rows of Zt) of the training datasets (every column but a:b), scoring the held-out
     datasets a:b; and each training group's scores from a refit without it, on its own features `groups[j]`. Returns
-    (held-out scores, training out-of-fold scores)."""
+    (held-out scores, training out-of-fold scores, scores of the extra columns `Ze` (rows as Zt's; None: none))."""
     Ztr = np.concatenate([Zt[:, :a], Zt[:, b:]], axis=1)
     if kind == "lda":
         w, c, oof = _lda_groups(Ztr, blocks, full, groups)
-        return w @ Zt[full, a:b] + c, oof
+        return w @ Zt[full, a:b] + c, oof, None if Ze is None else w @ Ze[full] + c
     G = (len(blocks) - 1) // 2
     ytr = np.zeros(Ztr.shape[1], np.int64)
     for j in range(G): ytr[blocks[2 * j + 1]:blocks[2 * j + 2]] = 1
@@ -667,21 +667,24 @@ def _fit_score(kind, Zt, blocks, a, b, full, groups, seed, n_jobs):
         keep = np.r_[0:lo, hi:Ztr.shape[1]]
         r = np.asarray(groups[j])
         if len(np.unique(ytr[keep])) == 2 and len(r): oof[lo:hi] = model(Ztr[r][:, keep], ytr[keep], seed + 1000 * (j + 1))(Ztr[r, lo:hi].T)
-    return model(Ztr[full], ytr, seed)(Zt[full, a:b].T), oof
+    f = model(Ztr[full], ytr, seed)
+    return f(Zt[full, a:b].T), oof, None if Ze is None else f(Ze[full].T)
 
-def _fit_plain(kind, Zt, ytr, a, b, seed, n_jobs):
-    "One classifier on the training datasets (every column of Zt but a:b): (held-out scores, in-sample training scores). The attacker before the stack."
+def _fit_plain(kind, Zt, ytr, a, b, seed, n_jobs, Ze=None):
+    "One classifier on the training datasets (every column of Zt but a:b): (held-out scores, in-sample training scores, scores of the extra columns `Ze` or None). The attacker before the stack."
     Ztr = np.ascontiguousarray(np.concatenate([Zt[:, :a], Zt[:, b:]], axis=1))
     if kind == "lda":
         w, c = _lda_fit_t(Ztr, ytr)
-        return w @ Zt[:, a:b] + c, w @ Ztr + c
+        return w @ Zt[:, a:b] + c, w @ Ztr + c, None if Ze is None else w @ Ze + c
     if kind == "logistic":
         from sklearn.linear_model import LogisticRegression
         m = LogisticRegression(C=1.0, max_iter=2000).fit(Ztr.T, ytr)
-        return m.decision_function(Zt[:, a:b].T), m.decision_function(Ztr.T)
-    from sklearn.ensemble import RandomForestClassifier
-    m = RandomForestClassifier(n_estimators=100, max_depth=10, random_state=seed, n_jobs=n_jobs).fit(Ztr.T, ytr)
-    return m.predict_proba(Zt[:, a:b].T)[:, 1], m.predict_proba(Ztr.T)[:, 1]
+        f = m.decision_function
+    else:
+        from sklearn.ensemble import RandomForestClassifier
+        m = RandomForestClassifier(n_estimators=100, max_depth=10, random_state=seed, n_jobs=n_jobs).fit(Ztr.T, ytr)
+        f = lambda A: m.predict_proba(A)[:, 1]
+    return f(Zt[:, a:b].T), f(Ztr.T), None if Ze is None else f(Ze.T)
 
 def _eps_grid(n0: int) -> np.ndarray:
     "Numbers of training false positives at which the ε test's threshold is tried (0..10, then geometric up to half)."
@@ -697,12 +700,12 @@ def _choose_threshold(s, y, alpha, delta):
     fp = n0 - np.searchsorted(sout[::-1], t, side="right")
     return float(t[int(np.argmax(epsilon_bounds(tp, n1, fp, n0, delta=delta, alpha=alpha)))])
 
-def _stack(Ctr: np.ndarray, ytr: np.ndarray, Cte: np.ndarray, fallback: int) -> tuple:
+def _stack(Ctr: np.ndarray, ytr: np.ndarray, Cte: np.ndarray, fallback: int, Cx: np.ndarray | None = None) -> tuple:
     """The second level: non-negative likelihood-ratio weights over candidate scores (columns; higher = IN), fitted on the
     training datasets only. A candidate takes part only if it beats chance on the training datasets with 95 % confidence
     (Hanley-McNeil); one that the joint fit would weigh negatively is dropped and the rest refitted, so no candidate is ever
     read against its own direction. When no candidate passes, the `fallback` column alone (the pooled model) is used. Returns
-    the held-out and training scores, and the weights."""
+    the held-out and training scores, the weights, and the scores of the extra rows `Cx` (None without them)."""
     n1, n0 = int(ytr.sum()), int(len(ytr) - ytr.sum())
     prior = math.log(n1 / n0)
     mu, sd = Ctr.mean(0), Ctr.std(0)
@@ -718,12 +721,12 @@ def _stack(Ctr: np.ndarray, ytr: np.ndarray, Cte: np.ndarray, fallback: int) -> 
         if (wc >= 0).all():
             w[cols] = wc; break
         ok[cols[wc < 0]] = False
-    if not w.any(): return np.full(len(Cte), prior), np.full(len(Ctr), prior), w
+    if not w.any(): return np.full(len(Cte), prior), np.full(len(Ctr), prior), w, None if Cx is None else np.full(len(Cx), prior)
     live = w > 0
     zs = lambda C: (C[:, live] - mu[live]) / sd[live] @ w[live]
     ztr = zs(Ctr)
     b = -0.5 * (ztr[ytr == 1].mean() + ztr[ytr == 0].mean()) + prior  # the LDA intercept of the weighted score
-    return zs(Cte) + b, ztr + b, w
+    return zs(Cte) + b, ztr + b, w, None if Cx is None else zs(Cx) + b
 
 def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transformed (`transform_features`)
                     y: np.ndarray,  # 1 = IN, 0 = OUT
@@ -738,11 +741,14 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
                     untrained: dict | None = None,  # untrained family name -> one score per dataset (higher = IN), read as is
                     stack: bool = True,  # False: no stack; the pooled model is the headline (the attacker before issue 35); also with 2 folds
                     certify: bool = False,  # also fit the attack on the first 60 % of the folds and score the rest (`certificate`)
+                    extra: np.ndarray | None = None,  # (e, features) rows of datasets outside the pool (a release), transformed like X: the certificate's fit scores them
+                    extra_untrained: dict | None = None,  # untrained family name -> one score per extra row
                     ) -> dict:
     """Out-of-fold scores of every family, of the pooled model and of their stack (`combined`, the headline), the stack's
     weights per fold, and the counts of the ε tests. Everything is fitted on training folds only: the models, the features
     they keep, the stack's weights (on the models' out-of-fold scores within the training folds) and the ε threshold.
-    With `certify`, `certificate` holds the held-out rows and scores of one more fit: the source of the AUC's interval."""
+    With `certify`, `certificate` holds the held-out rows and scores of one more fit: the source of the AUC's interval; and, given
+    `extra` rows, that fit's scores of them (`certificate["extra"]`), which its held-out OUT scores calibrate (`release_row`)."""
     from scipy.special import ndtri  # the normal quantile as a ufunc (scipy.stats' norm.isf costs ~50 us a call)
     y = np.asarray(y, np.int64)
     if len(np.unique(y)) < 2: raise ValueError("y must hold both IN (1) and OUT (0) datasets")
@@ -752,6 +758,13 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
         if v.shape != y.shape: raise ValueError(f"untrained[{k!r}] has {v.shape} scores for {len(y)} datasets")
     if not families and not untrained: raise ValueError("no family to score: pass trained families or untrained scores")
     n, p = X.shape
+    if extra is not None:
+        if not certify: raise ValueError("extra rows are scored by the certificate's fit: pass certify=True")
+        extra = np.atleast_2d(np.asarray(extra, np.float64))
+        if extra.shape[1] != p: raise ValueError(f"extra has {extra.shape[1]} features per row; X has {p}")
+        extra_untrained = {k: np.asarray(v, np.float64).reshape(-1) for k, v in (extra_untrained or {}).items()}
+        if set(extra_untrained) != set(untrained) or any(len(v) != len(extra) for v in extra_untrained.values()):
+            raise ValueError(f"extra_untrained must hold one score per extra row ({len(extra)}) for each untrained family {sorted(untrained)}")
     g = check_rng(rng)
     fold = record_folds(y, folds, g)
     seed = int(g.integers(2**31 - 1))
@@ -790,7 +803,8 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
         return cols
     odd = np.arange(2 * folds) % 2 == 1
     head = list(models).index(POOLED) if POOLED in models else 0
-    def held_out(k0, k1, s):  # the whole attack fitted on every fold but k0..k1-1 (seed s), scoring those
+    Xe = None if extra is None else np.ascontiguousarray((extra - gm).T, np.float32)  # centred as Xt
+    def held_out(k0, k1, s, ex=False):  # the whole attack fitted on every fold but k0..k1-1 (seed s), scoring those (and the extra rows)
         a, b = starts[2 * k0], starts[2 * k1]
         train = np.ones(2 * folds, bool); train[2 * k0:2 * k1] = False
         n1, n0, mu, var, live, t = stats(train)
@@ -802,30 +816,38 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
         ytr = np.r_[ys[:a], ys[b:]]
         blocks = np.r_[starts[:2 * k0], starts[2 * k1:] - (b - a)]  # the training folds' (fold, class) blocks, once the held-out folds are cut out
         Ctr, Cte = np.zeros((len(ytr), len(models) + len(U))), np.zeros((b - a, len(models) + len(U)))
+        Ce = np.zeros((Xe.shape[1], len(models) + len(U))) if ex else None  # Xe is (features, extra rows)
         part = {}
         for i, (name, cols) in enumerate(models.items()):
             full = screened(cols, live, t)
             if len(full) == 0:  # nothing varies on the training folds: the prior odds
-                part[name] = np.full(b - a, math.log(n1 / n0)); continue
+                part[name] = np.full(b - a, math.log(n1 / n0))
+                if ex: Ce[:, i] = math.log(n1 / n0)
+                continue
             per = [screened(cols, st[4], st[5]) for st in inner]
             union = np.unique(np.concatenate([full, *per]))
             Xc = Xt[union]
             Xc -= mu[union, None].astype(np.float32); Xc /= np.sqrt(np.maximum(var[union], 1e-60))[:, None].astype(np.float32)  # 1e-30: a float32 normal
             pos = lambda c: np.searchsorted(union, c)
-            if stack: s_te, s_oof = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], s, n_jobs)
-            else: s_te, s_oof = _fit_plain(classifier, Xc, ytr, a, b, s, n_jobs)  # s_oof: in-sample, for the ε threshold only
+            Ze = None
+            if ex:  # the extra rows, standardised as the training folds were
+                Ze = Xe[union] - mu[union, None].astype(np.float32); Ze /= np.sqrt(np.maximum(var[union], 1e-60))[:, None].astype(np.float32)
+            if stack: s_te, s_oof, s_ex = _fit_score(classifier, Xc, blocks, a, b, pos(full), [pos(c) for c in per], s, n_jobs, Ze=Ze)
+            else: s_te, s_oof, s_ex = _fit_plain(classifier, Xc, ytr, a, b, s, n_jobs, Ze=None if Ze is None else Ze[pos(full)])  # s_oof: in-sample, for the ε threshold only
             part[name] = s_te
             Ctr[:, i], Cte[:, i] = s_oof, s_te
+            if ex: Ce[:, i] = s_ex
         for i, (name, v) in enumerate(U.items(), start=len(models)):
             part[name] = v[a:b]
             Ctr[:, i], Cte[:, i] = np.r_[v[:a], v[b:]], v[a:b]
+            if ex: Ce[:, i] = extra_untrained[name]
         w = np.zeros(len(models) + len(U))
-        if stack: s_te, s_tr, w = _stack(Ctr, ytr, Cte, head)
-        else: s_te, s_tr = Cte[:, head], Ctr[:, head]; w[head] = 1.0
+        if stack: s_te, s_tr, w, s_x = _stack(Ctr, ytr, Cte, head, Ce)
+        else: s_te, s_tr, s_x = Cte[:, head], Ctr[:, head], None if Ce is None else Ce[:, head]; w[head] = 1.0
         part[COMBINED] = s_te
-        return a, b, part, s_tr, ytr, w
+        return a, b, part, s_tr, ytr, w, s_x
     for k in range(folds):
-        a, b, part, s_tr, ytr, weights[k] = held_out(k, k + 1, seed + k)
+        a, b, part, s_tr, ytr, weights[k], _ = held_out(k, k + 1, seed + k)
         for name, v in part.items(): out[name][perm[a:b]] = v
         s_te, yte = part[COMBINED], ys[a:b]
         for d, (sa, sb, yy, ty) in enumerate([(s_tr, s_te, ytr, yte), (-s_tr, -s_te, 1 - ytr, 1 - yte)]):
@@ -836,8 +858,9 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     if certify:  # one more fit on the first folds alone, scoring the last folds.  Its held-out scores depend on those folds' labels
         # only through the datasets themselves, so their AUC has the textbook null distribution; the cross-fitted AUC does not.
         c0 = folds - max(1, folds * 2 // 5)  # 5 folds: fit on 3 (60 %), certify on 2 (40 %)
-        a, b, part, *_ = held_out(c0, folds, seed + folds)
+        a, b, part, *_, s_x = held_out(c0, folds, seed + folds, ex=Xe is not None)
         res["certificate"] = dict(index=perm[a:b].copy(), scores=part[COMBINED])
+        if s_x is not None: res["certificate"]["extra"] = np.asarray(s_x, np.float64)
     return res
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #d9cb814b
@@ -905,3 +928,32 @@ def membership_row(res: dict, y: np.ndarray, fpr_levels=FPR_LEVELS, delta: float
         m = w.mean()
         row["lead"] = str(m.idxmax()) if len(m) and m.max() > 0 else "none"
     return row
+
+# %% ../../nbs/30_attacks/33a_pool_attack.ipynb #7bd7355e
+def _conformal_p(out: np.ndarray, r: float) -> float:
+    "(1 + OUT scores at or above r) / (1 + OUT scores): the split-conformal p-value of a score r (ties count against it)."
+    return (1 + int((out >= r).sum())) / (1 + len(out))
+
+def release_row(cert: dict,  # `crossfit_record(..., certify=True, extra=...)["certificate"]`
+                y: np.ndarray,  # 1 = IN, 0 = OUT, per pool dataset
+                fixed: dict | None = None,  # untrained signal name -> (its value on every pool dataset, its value on the release); higher = IN
+                ) -> dict:
+    "The release's figures from one record's certificate and its untrained signals: score, percentile, Bonferroni-combined conformal p-value, tail likelihood ratio."
+    if "extra" not in cert or len(cert["extra"]) != 1:
+        raise ValueError("the certificate holds no release score: fit with crossfit_record(..., certify=True, extra=<one row>)")
+    y = np.asarray(y, np.int64)
+    yc = y[cert["index"]]
+    s, r = np.asarray(cert["scores"], np.float64), float(cert["extra"][0])
+    out, inn = s[yc == 0], s[yc == 1]
+    n0, n1 = len(out), len(inn)
+    if n0 == 0 or n1 == 0: raise ValueError(f"the certificate holds {n1} IN and {n0} OUT datasets; it needs both")
+    k0, k1 = int((out >= r).sum()), int((inn >= r).sum())  # ties count against the release
+    ps = {COMBINED: _conformal_p(out, r)}
+    for name, (v, rv) in (fixed or {}).items():
+        v = np.asarray(v, np.float64)
+        if v.shape != y.shape: raise ValueError(f"fixed[{name!r}] has {v.shape} values for {len(y)} datasets")
+        ps[name] = _conformal_p(v[y == 0], float(rv))
+    lead = min(ps, key=ps.get)
+    return dict(release_score=r, release_percentile=100.0 * float((out < r).mean()), release_p=min(1.0, len(ps) * ps[lead]),
+                release_signal=lead, release_lr=((k1 + 1) / (n1 + 1)) / ((k0 + 1) / (n0 + 1)),
+                release_p_floor=min(1.0, len(ps) / (1 + max([n0] + [int((y == 0).sum())] * (len(ps) > 1)))), release_n_out=n0)
