@@ -129,3 +129,36 @@ def test_cli_prints_the_verdict_and_writes_the_release_columns(setting, tmp_path
     bad = [str(tmp_path / "none.csv") if a == str(rel) else str(tmp_path / "b.csv") if a == str(out) else a for a in argv]
     assert cli.main(bad) == 2
     assert "--release=" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("classifier, stack", [("lda", True), ("lda", False), ("logistic", True), ("rf", True)])
+def test_an_extra_row_equal_to_a_held_out_dataset_gets_its_score(classifier, stack):
+    """The certificate's fit scores an extra row exactly as it scores a held-out dataset with the same features: standardised
+    with the training folds' statistics, through every family's model and the stack (untrained scores included)."""
+    from achilles.shadow.pool_attack import COPY, DCR, QUERY, crossfit_record
+    g = np.random.default_rng(5)
+    n, p = 120, 12
+    y = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
+    X = g.normal(size=(2 * n, p)); X[:n, :3] += 0.7; X[:n, 8] += 0.4
+    u = g.normal(size=2 * n) + 0.5 * y
+    fam = {QUERY: np.arange(6), COPY: np.arange(6, p)}
+    res = crossfit_record(X, y, fam, rng=3, certify=True, classifier=classifier, stack=stack, untrained={DCR: u})
+    cert = res["certificate"]
+    pick = cert["index"][[0, 7, -1]]  # held-out datasets of the certificate, IN and OUT
+    again = crossfit_record(X, y, fam, rng=3, certify=True, classifier=classifier, stack=stack, untrained={DCR: u},
+                            extra=X[pick], extra_untrained={DCR: u[pick]})
+    np.testing.assert_array_equal(again["certificate"]["scores"], cert["scores"])  # the extra rows change nothing else
+    np.testing.assert_allclose(again["certificate"]["extra"], cert["scores"][[0, 7, -1]], rtol=1e-5, atol=1e-6)
+    for k in res["scores"]: np.testing.assert_array_equal(again["scores"][k], res["scores"][k])
+
+
+def test_extra_rows_are_checked():
+    from achilles.shadow.pool_attack import DCR, QUERY, crossfit_record
+    g = np.random.default_rng(0)
+    y = np.r_[np.ones(30, np.int64), np.zeros(30, np.int64)]
+    X = g.normal(size=(60, 4))
+    with pytest.raises(ValueError, match="certify=True"): crossfit_record(X, y, {QUERY: np.arange(4)}, extra=X[:1])
+    with pytest.raises(ValueError, match="extra has 3 features per row; X has 4"):
+        crossfit_record(X, y, {QUERY: np.arange(4)}, certify=True, extra=X[:1, :3])
+    with pytest.raises(ValueError, match="extra_untrained must hold one score per extra row"):
+        crossfit_record(X, y, {QUERY: np.arange(4)}, certify=True, extra=X[:2], untrained={DCR: X[:, 0]}, extra_untrained={DCR: [0.0]})
