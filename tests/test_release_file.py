@@ -131,16 +131,17 @@ def test_cli_prints_the_verdict_and_writes_the_release_columns(setting, tmp_path
     assert "--release=" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("classifier, stack", [("lda", True), ("lda", False), ("logistic", True), ("rf", True)])
-def test_an_extra_row_equal_to_a_held_out_dataset_gets_its_score(classifier, stack):
+@pytest.mark.parametrize("classifier, stack, n0", [("lda", True, 120), ("lda", False, 120), ("logistic", True, 120), ("rf", True, 120),
+                                                   ("lda", True, 80), ("lda", False, 80)])
+def test_an_extra_row_equal_to_a_held_out_dataset_gets_its_score(classifier, stack, n0):
     """The certificate's fit scores an extra row exactly as it scores a held-out dataset with the same features: standardised
     with the training folds' statistics, through every family's model and the stack (untrained scores included)."""
     from achilles.shadow.pool_attack import COPY, DCR, QUERY, crossfit_record
     g = np.random.default_rng(5)
-    n, p = 120, 12
-    y = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
-    X = g.normal(size=(2 * n, p)); X[:n, :3] += 0.7; X[:n, 8] += 0.4
-    u = g.normal(size=2 * n) + 0.5 * y
+    n, p = 120, 12  # n IN and n0 OUT datasets: unequal counts give the models a non-zero intercept, which the extra rows must share
+    y = np.r_[np.ones(n, np.int64), np.zeros(n0, np.int64)]
+    X = g.normal(size=(n + n0, p)); X[:n, :3] += 0.7; X[:n, 8] += 0.4
+    u = g.normal(size=n + n0) + 0.5 * y
     fam = {QUERY: np.arange(6), COPY: np.arange(6, p)}
     res = crossfit_record(X, y, fam, rng=3, certify=True, classifier=classifier, stack=stack, untrained={DCR: u})
     cert = res["certificate"]
@@ -150,6 +151,34 @@ def test_an_extra_row_equal_to_a_held_out_dataset_gets_its_score(classifier, sta
     np.testing.assert_array_equal(again["certificate"]["scores"], cert["scores"])  # the extra rows change nothing else
     np.testing.assert_allclose(again["certificate"]["extra"], cert["scores"][[0, 7, -1]], rtol=1e-5, atol=1e-6)
     for k in res["scores"]: np.testing.assert_array_equal(again["scores"][k], res["scores"][k])
+
+
+@pytest.mark.parametrize("stack", [True, False])
+def test_an_extra_row_gets_the_prior_odds_when_nothing_varies(stack):
+    "Constant features: every model falls back on the prior log-odds, for the held-out datasets and the extra row alike."
+    from achilles.shadow.pool_attack import QUERY, crossfit_record
+    y = np.r_[np.ones(40, np.int64), np.zeros(25, np.int64)]
+    X = np.ones((65, 5))
+    res = crossfit_record(X, y, {QUERY: np.arange(5)}, rng=0, certify=True, stack=stack, extra=X[:1])
+    cert = res["certificate"]
+    held = y[cert["index"]]
+    np.testing.assert_allclose(cert["extra"], cert["scores"][:1])
+    assert np.isfinite(cert["extra"]).all() and abs(cert["extra"][0]) < np.log(65)  # a log-odds, not a product of counts
+    if not stack: assert (res["weights"].to_numpy().sum(1) == 1.0).all()  # the headline alone, weight 1
+    assert (np.abs(res["scores"][QUERY]) < np.log(65)).all()  # the family's own scores: the prior log-odds too
+
+
+@pytest.mark.parametrize("stack", [True, False])
+def test_a_constant_family_does_not_stop_the_next_one(stack):
+    "A family with nothing varying falls back on the prior; the family after it is still fitted, and the extra row scored by it."
+    from achilles.shadow.pool_attack import COPY, QUERY, auc_score, crossfit_record
+    g = np.random.default_rng(2)
+    y = np.r_[np.ones(60, np.int64), np.zeros(60, np.int64)]
+    X = np.c_[np.ones((120, 3)), g.normal(size=(120, 4))]; X[:60, 3:] += 1.0
+    far_in = np.array([[1, 1, 1, 2.5, 2.5, 2.5, 2.5]])  # beyond the IN datasets' mean on every informative feature
+    res = crossfit_record(X, y, {QUERY: np.arange(3), COPY: np.arange(3, 7)}, rng=0, certify=True, stack=stack, extra=far_in)
+    assert auc_score(y, res["scores"][COPY]) > 0.8 and auc_score(y, res["scores"]["combined"]) > 0.8
+    assert res["certificate"]["extra"][0] > np.max(res["certificate"]["scores"][y[res["certificate"]["index"]] == 0])  # above every OUT
 
 
 def test_extra_rows_are_checked():
@@ -162,3 +191,62 @@ def test_extra_rows_are_checked():
         crossfit_record(X, y, {QUERY: np.arange(4)}, certify=True, extra=X[:1, :3])
     with pytest.raises(ValueError, match="extra_untrained must hold one score per extra row"):
         crossfit_record(X, y, {QUERY: np.arange(4)}, certify=True, extra=X[:2], untrained={DCR: X[:, 0]}, extra_untrained={DCR: [0.0]})
+
+
+def test_release_row_counts_exactly():
+    "The conformal p-value, percentile, tail likelihood ratio and floor on hand-made scores; ties count against the release."
+    from achilles.shadow.pool_attack import COMBINED, COPY, DCR, release_row
+    c = dict(index=np.arange(6), scores=np.array([0., 1, 2, 3, 4, 5]), extra=np.array([3.0]))
+    assert release_row(c, np.array([0, 0, 0, 1, 1, 1])) == dict(
+        release_score=3.0, release_percentile=100.0, release_p=0.25, release_signal=COMBINED, release_lr=4.0, release_p_floor=0.25,
+        release_n_out=3)
+    assert release_row(dict(c, extra=np.array([1.0])), np.array([0, 0, 0, 1, 1, 1]))["release_p"] == 0.75  # OUT 1, 2 at or above 1
+    y = np.array([1, 1, 1, 0, 0, 0])
+    r = release_row(dict(c, extra=np.array([1.0])), y, {DCR: (np.array([9., 9, 9, 0, 0, 0]), 1.0)})
+    assert r == dict(release_score=1.0, release_percentile=0.0, release_p=0.5, release_signal=DCR, release_lr=0.75, release_p_floor=0.5,
+                     release_n_out=3)
+    # a fixed signal over more OUT datasets than the certificate holds: the floor is set by them; a tie of the signal counts against it
+    cert = dict(index=np.array([0, 1, 4, 5]), scores=np.array([5., 6, 1, 2]), extra=np.array([2.5]))
+    y8 = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    r = release_row(cert, y8, {COPY: (np.array([3., 3, 3, 3, 0, 0, 0, 1]), 1.0)})
+    assert r["release_n_out"] == 2 and r["release_p_floor"] == 2 / 5
+    assert r["release_signal"] == COMBINED and r["release_p"] == 2 * (1 + 0) / 3  # the attack: no OUT at or above 2.5 of 2; copy: 2/5
+    assert r["release_percentile"] == 100.0 and r["release_lr"] == ((2 + 1) / 3) / (1 / 3)
+    # unequal IN and OUT counts: the floor counts the OUT datasets; without a fixed signal it is the certificate's own
+    y9 = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0])
+    assert release_row(cert, y9, {COPY: (np.zeros(9), 1.0)})["release_p_floor"] == 2 / 6
+    assert release_row(cert, y8)["release_p_floor"] == 1 / 3
+    # ties: the percentile counts OUT strictly below, the likelihood ratio counts IN at or above
+    t = release_row(dict(index=np.arange(6), scores=np.array([0., 1, 2, 1, 4, 5]), extra=np.array([1.0])), np.array([0, 0, 0, 1, 1, 1]))
+    assert t["release_percentile"] == pytest.approx(100 / 3) and t["release_p"] == 3 / 4 and t["release_lr"] == ((3 + 1) / 4) / ((2 + 1) / 4)
+    # a p-value never exceeds 1 after Bonferroni, nor the floor with few OUT datasets and several signals
+    hi = release_row(dict(index=np.array([0, 1]), scores=np.array([1., 0]), extra=np.array([-1.0])), np.array([1, 0]),
+                     {DCR: (np.array([1., 5]), 0.0), COPY: (np.array([1., 5]), 0.0)})
+    assert hi["release_p"] == 1.0 and hi["release_p_floor"] == 1.0 and hi["release_n_out"] == 1
+    one_in = release_row(dict(index=np.array([0, 1, 2]), scores=np.array([3., 1, 2]), extra=np.array([2.5])), np.array([1, 0, 0]))
+    assert one_in["release_p"] == 1 / 3 and one_in["release_lr"] == (2 / 2) / (1 / 3)  # one IN, two OUT: valid, no error
+    with pytest.raises(ValueError, match=r"fixed\['copy'\] has \(3,\) values for 8 datasets"):
+        release_row(cert, y8, {COPY: (np.zeros(3), 1.0)})
+    with pytest.raises(ValueError, match="needs both"):
+        release_row(dict(cert, index=np.array([0, 1]), scores=np.array([5., 6])), y8)  # two IN, no OUT
+    with pytest.raises(ValueError, match="no release score"):
+        release_row(dict(cert, extra=np.array([1.0, 2.0])), y8)
+
+
+def test_release_p_is_valid_under_the_null():
+    "A release drawn like an OUT dataset: P(p <= a) within the binomial's 99.9 % range of a (too small or always 1 both fail)."
+    from scipy.stats import binom
+    from achilles.shadow.pool_attack import DCR, QUERY, crossfit_record, release_row
+    ps = []
+    for seed in range(150):
+        g = np.random.default_rng(seed)
+        y = np.r_[np.ones(100, np.int64), np.zeros(100, np.int64)]
+        X = g.normal(size=(200, 8)); X[:100, :3] += 0.5
+        u = g.normal(size=200) + 0.3 * y
+        res = crossfit_record(X, y, {QUERY: np.arange(8)}, rng=seed, certify=True, extra=g.normal(size=(1, 8)),
+                              untrained={DCR: u}, extra_untrained={DCR: [g.normal()]})
+        ps.append(release_row(res["certificate"], y, {DCR: (u, float(g.normal()))})["release_p"])
+    ps = np.array(ps)
+    for a in (0.1, 0.3, 0.5):
+        assert np.mean(ps <= a) <= binom.ppf(0.9995, len(ps), a) / len(ps), (a, np.mean(ps <= a))
+    assert np.mean(ps <= 0.5) >= binom.ppf(0.0005, len(ps), 0.25) / len(ps)  # not stuck at 1 (Bonferroni halves at most)

@@ -370,7 +370,7 @@ import datetime as _dt
 import os, sqlite3
 
 SCHEMA_VERSION = 1
-KINDS = ("attack", "audit", "metric", "calibration")  # calibration: the audit's permutation refits (`null_inflation`)
+KINDS = ("attack", "audit", "metric", "calibration", "loo")  # calibration: the audit's permutation refits (`null_inflation`); loo: the leave-one-out game (`loo_audit`)
 _COLUMNS = ("dataset", "dataset_hash", "generator", "generator_params", "selector", "attack", "profile", "seed")
 
 class StoreError(OSError):

@@ -30,7 +30,7 @@ from .set_features import classifier_scores, groundhog_features, reference_mass
 # %% auto #0
 __all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan',
            'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
-           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary']
+           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -81,6 +81,11 @@ class AuditPool:
     membership: np.ndarray  # (M, T) bool: audited record t is in training set j
     specs: list  # M `DatasetSpec`s (label 0: the rows already hold the audited records that are IN)
 
+def _value_groups(t: Encoded) -> np.ndarray:
+    "Each record's exact-copy group, numbered in the order of the sorted values: records with identical encoded values share one."
+    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
+    return group.ravel().astype(np.int64)
+
 def plan_pool(pm: PoolModel, targets: np.ndarray, n_datasets: int, rng=None, p_in: float = 0.5) -> AuditPool:
     "Draw the membership matrix (each record IN with probability `p_in`, independently) and each training set's auxiliary fill."
     targets = np.asarray(targets, dtype=np.int64)
@@ -97,9 +102,8 @@ def plan_pool(pm: PoolModel, targets: np.ndarray, n_datasets: int, rng=None, p_i
         raise ValueError(f"only {len(aux)} records of Ω are left to fill the training sets once the audited records and their "
                          f"duplicates are removed; dataset_size={pm.dataset_size} needs more")
     root = seed_root(rng)
-    t = pm.encoded.take(targets)
-    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
-    Z = (np.random.default_rng(seed_child(root, 0)).random((M, int(group.max()) + 1)) < p_in)[:, group.ravel()]
+    group = _value_groups(pm.encoded.take(targets))
+    Z = (np.random.default_rng(seed_child(root, 0)).random((M, int(group.max()) + 1)) < p_in)[:, group]
     specs = []
     for j in range(M):
         ss = seed_child(seed_child(root, 1), j)
@@ -369,9 +373,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
 
 def _copies(pm: PoolModel) -> np.ndarray:
     "How many records of Ω (itself included) hold each record's exact values."
-    t = pm.encoded
-    _, group, counts = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True, return_counts=True)
-    return counts[group.ravel()]
+    group = _value_groups(pm.encoded)
+    return np.bincount(group)[group]
 
 def _too_common(pm: PoolModel, targets: np.ndarray, most: float = 0.45) -> np.ndarray:
     """Records a uniformly random |D|-subset of Ω holds (itself or a copy) with probability above `most`: the population design
@@ -576,9 +579,7 @@ def plan_population(pm: PoolModel, n_in: int = 1000, rng=None) -> PopulationPool
             fill = np.random.default_rng(seed_child(seed_child(root, 1), b)).choice(perm[:full * D], D - len(left), replace=False)
             rows[b * per + full] = np.concatenate([left, fill])
     rows.sort(axis=1)
-    t = pm.encoded
-    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
-    group = group.ravel().astype(np.int64)
+    group = _value_groups(pm.encoded)
     g_of = group[rows]  # (M, D)
     order = np.argsort(g_of.ravel(), kind="stable")
     idx = (order // D).astype(np.int32)
@@ -720,9 +721,7 @@ def plan_release(pm: PoolModel, n_in: int = 1000, rng=None) -> ReleasePool:
     if N < 10: raise ValueError(f"the data has {N} records; the release design trains on random halves of it and needs at least 10")
     M = release_datasets(n_in)
     root = seed_root(rng)
-    t = pm.encoded
-    _, group = np.unique(np.concatenate([t.cat.astype(np.float64), t.cont], axis=1), axis=0, return_inverse=True)
-    group = group.ravel().astype(np.int64)
+    group = _value_groups(pm.encoded)
     G = int(group.max()) + 1
     keep = np.random.default_rng(seed_child(root, 0)).random((M, G)) < 0.5  # dataset j holds copy group g
     empty = np.flatnonzero(~keep.any(1))
@@ -775,3 +774,95 @@ def release_summary(rows: pd.DataFrame,  # an audit with a release (`release_p`,
                 can_flag=fewest <= m, median_percentile=float(rows["release_percentile"].median()),
                 assumption="exact when the release is trained as the pool's datasets are (a random half of the data, as large as the "
                            "release); a release trained on all of the data holds every neighbour of a record, which errs towards flagging")
+
+# %% ../../nbs/30_attacks/34_audit.ipynb #2c5301b7
+def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / CSV path
+              generator="baynet",  # a key of GENERATORS, or your own generator object (`own_generator`)
+              *,
+              records,  # a number of records (a seeded random sample) or row ids
+              n_seeds: int = 500,  # releases of the whole table (IN, shared), and of the table without each record (OUT, per record)
+              release_size: int | None = None,  # rows of each release (default: the table's)
+              generator_params: dict | None = None,
+              schema: Schema | None = None,
+              attacks=DEFAULT_ATTACKS,
+              order="auto",
+              classifier: str = "lda",
+              folds: int = 5,
+              screen: int = 150,
+              reference: int = 1000,
+              name: str | None = None,
+              store=None,  # ResultsStore or path (kind "loo"): a rerun resumes record by record
+              cache_dir=None,  # the synthetic-dataset cache
+              rng: int = 0,
+              n_jobs: int | None = 1,
+              verbose: bool = True,
+              ) -> pd.DataFrame:
+    "The leave-one-out ('model-seeded') game on the table itself, scored by the audit's attacker: one row per record (`membership_row`)."
+    t0 = time.perf_counter()
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+        raise TypeError(f"rng={rng!r} must be an int seed, so that a rerun finds its rows and cached datasets")
+    attacks = check_attacks(attacks)
+    check_choice("classifier", classifier, CLASSIFIERS)
+    folds = check_int("folds", folds, lo=2, hi=50)
+    n_seeds = check_int("n_seeds", n_seeds, lo=2 * folds)
+    n_jobs = check_n_jobs("n_jobs", n_jobs)
+    if isinstance(data, pd.DataFrame): df, label = data, "custom"
+    else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
+    label = name or label
+    schema = schema or Schema.from_dataframe(df)
+    _check_schema(schema)
+    N = len(df)
+    if N < 10: raise ValueError(f"the table has {N} records; the leave-one-out game needs at least 10")
+    size = N if release_size is None else check_int("release_size", release_size, lo=2)
+    pm = PoolModel(df, schema, generator, generator_params, size, label)
+    root = seed_root(rng)
+    plan = audit_plan(schema, attacks, order, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    targets = _targets(records, pm.population, rng)
+    group = _value_groups(pm.encoded)
+    if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
+    config = dict(dataset=label, population=pm.fingerprint[:16], generator=pm.generator, generator_params=pm.generator_params,
+                  design="loo", n_seeds=n_seeds, release_size=size, attacks=list(attacks), order=order, n_features=plan.n_features,
+                  classifier=classifier, folds=folds, screen=screen, seed=int(rng))
+    run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    done = {int(i) for i in store.items("loo", run)} if store is not None else set()
+    todo = [int(t) for t in targets if int(t) not in done]
+    times = dict(generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
+    threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
+    rar = _rarest_columns(pm, plan, attacks)
+    meta = dict(dataset=label, generator=pm.generator, seed=int(rng), design="loo", n_seeds=n_seeds, release_size=size, run_id=run,
+                achilles_version=__version__)
+    rows, ins = [], None
+    bar = progress(total=len(todo), desc=f"leave-one-out ({pm.generator})", verbose=verbose)
+    for r in todo:
+        t = time.perf_counter()
+        if ins is None:  # the releases of the whole table: one set for every record (label 0: nothing is added to a training set)
+            whole = np.arange(N, dtype=np.int32)
+            specs = [DatasetSpec("loo-in", j, 0, whole, ss, dataset_key(pm, whole, None, ss))
+                     for j, ss in ((j, seed_child(seed_child(root, 3), j)) for j in range(n_seeds))]
+            ins = generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0]
+        without = np.flatnonzero(group != group[r]).astype(np.int32)  # the table without the record and its exact copies
+        specs = [DatasetSpec("loo-out", j, 0, without, ss, dataset_key(pm, without, None, ss))
+                 for j, ss in ((j, seed_child(seed_child(seed_child(root, 4), r), j)) for j in range(n_seeds))]
+        outs = generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0]
+        stacked = stack_pool(ins + outs, compact=True)
+        times["generation"] += time.perf_counter() - t
+        stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
+        t = time.perf_counter()
+        M = 2 * n_seeds
+        X = _pair_block(pm, plan, stacked, ref, gh, np.array([r]), np.arange(M), np.zeros(M, np.int64), root, threads, times)
+        times["features"] += time.perf_counter() - t
+        t = time.perf_counter()
+        y = np.r_[np.ones(n_seeds, np.int64), np.zeros(n_seeds, np.int64)]
+        with limit_threads(1, "blas"):
+            fig = score_record(X, y, plan, attacks, classifier, folds, screen, rng=np.random.default_rng(seed_child(seed_child(root, 5), r)),
+                               n_jobs=1, rarest=-1 if rar is None else int(rar[r]))
+        times["classifiers"] += time.perf_counter() - t
+        row = dict(record=r, **fig, **meta)
+        if store is not None: store.append("loo", run, r, row)
+        rows.append(row); bar.update(1)
+    bar.close()
+    out = store.read("loo", run) if store is not None else pd.DataFrame(rows)
+    out = out[out["record"].astype(int).isin(targets)].sort_values("record").reset_index(drop=True) if len(out) else out
+    if len(out): out["q_value"] = bh_q_values(out["auc_p"].to_numpy(np.float64))
+    out.attrs.update(config=config, run_id=run, seconds=dict(times, total=time.perf_counter() - t0))
+    return out

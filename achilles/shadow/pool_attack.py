@@ -820,8 +820,9 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
         part = {}
         for i, (name, cols) in enumerate(models.items()):
             full = screened(cols, live, t)
-            if len(full) == 0:  # nothing varies on the training folds: the prior odds
+            if len(full) == 0:  # nothing varies on the training folds: the prior odds, for every row alike (held-out, training, extra)
                 part[name] = np.full(b - a, math.log(n1 / n0))
+                Ctr[:, i] = Cte[:, i] = math.log(n1 / n0)
                 if ex: Ce[:, i] = math.log(n1 / n0)
                 continue
             per = [screened(cols, st[4], st[5]) for st in inner]

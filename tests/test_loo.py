@@ -1,0 +1,68 @@
+"""Issue 38 item 3: the leave-one-out game on the table itself (`loo_audit`): the record's OUT releases never hold it or a copy,
+every IN release does; the rows do not depend on threads; a rerun resumes from the store; bad arguments fail before any work."""
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from achilles.core.data import Schema, load_adult
+from achilles.core.results import ResultsStore
+from achilles.shadow.audit import loo_audit
+from achilles.shadow.game import ScaleWarning
+
+KW = dict(n_seeds=30, order=1, rng=1, verbose=False)
+
+
+@pytest.fixture(scope="module")
+def table():
+    df = load_adult().iloc[:200].reset_index(drop=True)
+    df = pd.concat([df, df.iloc[[7, 7]]], ignore_index=True)  # rows 200 and 201 copy row 7
+    return df
+
+
+def _loo(df, gen, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScaleWarning)  # small games on purpose
+        return loo_audit(df, gen, **dict(KW, **kw))
+
+
+def test_identity_finds_every_record_copies_excluded_from_out(table):
+    "The identity generator publishes its training set: a record with copies scores 1.0 only if its OUT releases hold no copy."
+    r = _loo(table, "identity", records=[7, 200, 3])
+    assert (r["auc"] == 1.0).all() and (r["auc_dcr"] == 1.0).all(), r[["record", "auc", "auc_dcr"]]
+    assert (r["n_in"] == 30).all() and (r["n_out"] == 30).all()
+    assert r.attrs["config"]["release_size"] == 202 and r.attrs["config"]["design"] == "loo"
+
+
+def test_rows_do_not_depend_on_threads_and_a_rerun_resumes(table, tmp_path):
+    one = _loo(table, "independent", records=[3, 50], n_jobs=1)
+    two = _loo(table, "independent", records=[3, 50], n_jobs=2)
+    np.testing.assert_array_equal(one["auc"].to_numpy(), two["auc"].to_numpy())
+    store = ResultsStore(tmp_path / "r.sqlite")
+    a = _loo(table, "independent", records=[3], store=store, cache_dir=tmp_path / "c")
+    b = _loo(table, "independent", records=[3, 50], store=store, cache_dir=tmp_path / "c")  # record 3 read back, 50 scored
+    assert b.attrs["run_id"] == a.attrs["run_id"]
+    np.testing.assert_array_equal(b["auc"].to_numpy(), one["auc"].to_numpy())
+    c = _loo(table, "independent", records=[3], n_seeds=40, store=store)
+    assert c.attrs["run_id"] != a.attrs["run_id"]
+
+
+def test_the_in_releases_are_shared_and_seeded_apart_from_the_out_ones(table, tmp_path):
+    "Two records share their IN releases (generated once, cached once) and each has its own OUT releases."
+    from achilles.shadow.game import cache_info
+    _loo(table, "independent", records=[3, 50], cache_dir=tmp_path / "c")
+    assert cache_info(tmp_path / "c")["entries"] == 30 + 2 * 30
+
+
+@pytest.mark.parametrize("kw, err, msg", [
+    (dict(n_seeds=5), ValueError, "n_seeds=5"),
+    (dict(rng=None), TypeError, "must be an int seed"),
+    (dict(release_size=1), ValueError, "release_size=1"),
+])
+def test_bad_arguments_fail_before_any_work(table, kw, err, msg):
+    with pytest.raises(err, match=msg): _loo(table, "independent", records=[3], **kw)
+
+
+def test_a_tiny_table_is_refused():
+    with pytest.raises(ValueError, match="at least 10"): _loo(load_adult().iloc[:9], "independent", records=[1])
