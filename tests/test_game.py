@@ -222,3 +222,32 @@ def test_a_dataset_is_fitted_with_seed_child_1_and_sampled_with_child_2_and_its_
     want = gen.sample_encoded(50, rng=np.random.default_rng(seed_child(ss, 2)))
     np.testing.assert_array_equal(got[0].cat, want.cat); np.testing.assert_array_equal(got[0].cont, want.cont)
     assert dataset_key(pm, rows, pm.encoded.take([0]), ss) != dataset_key(pm, rows, None, ss)
+
+
+def test_a_dataset_key_is_the_documented_hash_of_its_fields():
+    """The cache key is SHA-256 of the JSON of its fields (achilles version, population, generator, params, sizes, seed, whether the
+    target was added, and `own_size` only for pools that size datasets as trained), then the row ids and the target's values."""
+    import hashlib, json
+    from achilles import __version__
+    from achilles.core.rng import seed_id
+    from achilles.shadow.audit import PoolModel
+    df = load_adult().iloc[:200].reset_index(drop=True)
+    schema = Schema.from_dataframe(df)
+    ss, rows = seed_child(seed_root(5), 1), np.arange(7, 57)
+    def want(tm, target, own):
+        meta = dict(achilles=__version__, population=tm.fingerprint, generator=tm.generator, params=tm.generator_params,
+                    dataset_size=tm.dataset_size, seed=seed_id(ss), target_added=target is not None, **({"own_size": True} if own else {}))
+        h = hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode())
+        h.update(rows.astype(np.int64).tobytes())
+        if target is not None: h.update(np.ascontiguousarray(target.cat).tobytes()); h.update(np.ascontiguousarray(target.cont).tobytes())
+        return h.hexdigest()
+    own = PoolModel(df, schema, "independent", dataset_size=50, own_size=True)
+    plain = PoolModel(df, schema, "independent", dataset_size=50)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", game.ScaleWarning)  # a toy game on purpose
+        tm = ThreatModel(df, schema, "independent", dataset_size=50, n_aux=50, n_test_pool=100, n_shadow=10, n_test=4)  # no own_size attribute
+    t = own.encoded.take([3])
+    assert dataset_key(own, rows, None, ss) == want(own, None, True) and dataset_key(own, rows, t, ss) == want(own, t, True)
+    assert dataset_key(plain, rows, None, ss) == want(plain, None, False)
+    assert dataset_key(tm, rows, t, ss) == want(tm, t, False)

@@ -250,3 +250,49 @@ def test_release_p_is_valid_under_the_null():
     for a in (0.1, 0.3, 0.5):
         assert np.mean(ps <= a) <= binom.ppf(0.9995, len(ps), a) / len(ps), (a, np.mean(ps <= a))
     assert np.mean(ps <= 0.5) >= binom.ppf(0.0005, len(ps), 0.25) / len(ps)  # not stuck at 1 (Bonferroni halves at most)
+
+
+def test_release_flags_and_summary_at_their_boundaries():
+    "A q-value equal to the FDR is flagged; the fewest flaggable records is ceil(floor x m / fdr), at least 1, and can equal m."
+    from achilles.shadow.audit import _release_flags, release_summary
+    one = _release_flags(pd.DataFrame({"release_p": [0.05]}), 0.05)
+    assert one["release_q"].tolist() == [0.05] and one["release_flag"].tolist() == [True]
+    rows = lambda floor, m: pd.DataFrame({"release_p_floor": [floor] * m, "release_flag": [False] * m, "release_percentile": [50.0] * m})
+    s = release_summary(rows(0.25, 4), fdr=0.5)  # 0.25 x 4 / 0.5 = 2 exactly
+    assert (s["fewest_flaggable"], s["can_flag"], s["records"], s["flagged"]) == (2, True, 4, 0)
+    assert release_summary(rows(0.001, 10), fdr=0.05)["fewest_flaggable"] == 1  # 0.2 rounds up to 1
+    s = release_summary(rows(0.5, 4), fdr=0.5)  # exactly every record
+    assert (s["fewest_flaggable"], s["can_flag"]) == (4, True)
+    s = release_summary(rows(0.5, 4), fdr=0.4)
+    assert (s["fewest_flaggable"], s["can_flag"]) == (5, False)
+
+
+def test_a_two_row_release_is_scored_and_the_run_names_it(setting):
+    df, indep, *_ = setting
+    r = _audit(df, indep.iloc[:2], [0, 1])
+    assert len(r) == 2 and r.attrs["config"]["release_size"] == 2
+    assert len(r.attrs["config"]["release"]) == 16 and int(r.attrs["config"]["release"], 16) >= 0  # 16 hex digits, as the other fingerprints
+
+
+def test_the_copy_signal_reads_the_exact_copies(setting):
+    "Without DCR the exact-copy count alone finds the copies the pool never showed (copies_0, not the columns after it)."
+    df, _, leaky, copied, others = setting
+    r = _audit(df, leaky, np.r_[copied, others], attacks=("query", "copy", "distance"))
+    assert set(r.loc[r["release_flag"], "record"]) == set(copied.tolist())
+    assert (r.set_index("record").loc[copied, "release_signal"] == "copy").all()
+
+
+def test_score_record_reads_the_rarest_column_it_is_given_and_only_when_asked():
+    "The untrained `rarest` score is column `rarest` of the raw features (column 0 included), present only when asked and given."
+    from achilles.shadow.audit import audit_plan, score_record
+    from achilles.shadow.pool_attack import auc_score
+    df = load_adult().iloc[:50]
+    schema = Schema.from_dataframe(df)
+    plan = audit_plan(schema, ("query", "distance", "rarest"), order=1)
+    g = np.random.default_rng(0)
+    y = np.r_[np.ones(60, np.int64), np.zeros(60, np.int64)]
+    X = np.abs(g.normal(size=(120, plan.n_features))).astype(np.float32); X[:60, 0] += 0.8  # column 0: a count, higher IN
+    got = score_record(X, y, plan, ("query", "distance", "rarest"), rng=0, rarest=0)
+    assert got["auc_rarest"] == pytest.approx(auc_score(y, X[:, 0].astype(np.float64)))
+    assert "auc_rarest" not in score_record(X, y, plan, ("query", "distance", "rarest"), rng=0, rarest=-1)
+    assert "auc_rarest" not in score_record(X, y, plan, ("query", "distance"), rng=0, rarest=0)
