@@ -20,7 +20,7 @@ from .core.validate import check_n_jobs
 __all__ = ['REGISTRIES', 'check_output', 'write_output', 'generator_params', 'open_store', 'cmd_vulnerable', 'cmd_attack',
            'cmd_bench', 'cmd_nobox', 'cmd_kde', 'cmd_riskbench', 'cmd_audit', 'cmd_schema', 'cmd_report', 'registry',
            'terminal_width', 'wrap_table', 'cmd_list', 'cmd_results', 'cmd_cache', 'fill_fields', 'build_parser',
-           'Terminated', 'main']
+           'Terminated', 'ascii_fallback', 'main']
 
 # %% ../nbs/50_perf/59_cli.ipynb #d4c84136
 def _load(args):
@@ -70,10 +70,14 @@ def check_output(path,  # the file a command is about to write
                  protected=(),  # (option, path) pairs the output may never be: "--results", "--cache-dir", other outputs
                  ) -> Path:
     "Refuse, before any work: an input, the results store or the cache (even with --force), a folder, a place where no file can be created, and (without --force) any existing file."
-    p = Path(path)
+    given = Path(path)
+    p = Path(os.path.realpath(given))  # a link is checked, and written, as its target
+    kind = _output_kind(p)
+    if kind not in ("missing", "file", "stream", "folder"):
+        raise ValueError(f"{what}={str(given)!r}{_via(given, p)} is {kind}: achilles writes regular files, FIFOs and character devices only")
     for i in inputs:
         if same_file(p, i):
-            raise ValueError(f"{what}={str(p)!r} is the input data ({str(i)!r}); write the output to another file (--force never allows this)")
+            raise ValueError(f"{what}={str(given)!r}{_via(given, p)} is the input data ({str(i)!r}); write the output to another file (--force never allows this)")
     for opt, q in protected:
         if not q: continue
         if opt == "--cache-dir": hit = same_file(p, q) or is_within(p, q)
@@ -86,18 +90,41 @@ def check_output(path,  # the file a command is about to write
         if q is not None and q.is_file() and _is_store(q):
             raise ValueError(f"{what}={str(p)!r} is {'an achilles results store' if not s else 'a file of the results store ' + repr(str(q))}; "
                              "write the output to another file (--force never replaces a store)")
+    if kind == "stream":  # a FIFO or a character device (/dev/null, a terminal): written as a stream, nothing replaced
+        if not os.access(p, os.W_OK): raise ValueError(f"{what}={str(given)!r}{_via(given, p)} cannot be written (no permission)")
+        return given
     check_writable(p, what)
     if p.exists() and not force:
-        raise ValueError(f"{what}={str(p)!r} exists and achilles does not overwrite files it did not create; "
+        raise ValueError(f"{what}={str(given)!r}{_via(given, p)} exists and achilles does not overwrite files it did not create; "
                          "choose another name or pass --force")
-    return p
+    return given
+
+def _output_kind(p: Path) -> str:
+    "What is at `p` (links followed): 'missing', 'file', 'stream' (a FIFO or character device), 'folder', or the other kind in words."
+    import stat
+    try: m = os.stat(p).st_mode
+    except FileNotFoundError: return "missing"
+    except OSError: return "missing"  # unreadable: `check_writable` says why
+    if stat.S_ISREG(m): return "file"
+    if stat.S_ISFIFO(m) or stat.S_ISCHR(m): return "stream"
+    if stat.S_ISDIR(m): return "folder"
+    return "a socket" if stat.S_ISSOCK(m) else "a block device" if stat.S_ISBLK(m) else "not a regular file"
+
+def _via(given: Path, real: Path) -> str:
+    "' (a link to ...)' where `given` is a symbolic link."
+    return f" (a link to {str(real)!r})" if given.is_symlink() else ""
 
 def write_output(path,  # the output file (checked by `check_output` before the work)
                  data: bytes,  # its contents
                  ) -> Path:
-    "Write a finished result; if that fails (a full disk, a folder removed meanwhile) save it elsewhere and say where: finished work is never lost."
+    "Write a finished result (through a link to its target; to a FIFO or character device as a stream); if that fails (a full disk, a folder removed meanwhile) save it elsewhere and say where: finished work is never lost."
     import tempfile
-    try: return atomic_write(path, data)
+    real = Path(os.path.realpath(path))
+    try:
+        if _output_kind(real) == "stream":
+            with open(real, "wb") as f: f.write(data)
+            return Path(path)
+        atomic_write(real, data); return Path(path)
     except OSError as e: err = e
     saved = None
     for folder in (tempfile.gettempdir(), Path.home()):
@@ -167,11 +194,11 @@ def cmd_vulnerable(args) -> int:
     out.index = pd.RangeIndex(1, len(out) + 1, name="rank")
     src = args.csv or args.dataset
     what = f"metric={params['metric']}, k={params['k']}" if args.selector == "distance" else f"seed={seed}"
+    if args.out: write_output(args.out, csv_bytes(out, raw=args.raw_csv, index=True))  # written first, printed after
     print(f"{len(out)} most vulnerable of {len(df):,} records in {src} (selector={args.selector}, {what}; {dt:.1f} s)")
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
         print(out.to_string())
-    if args.out:
-        write_output(args.out, csv_bytes(out, raw=args.raw_csv, index=True)); print(f"written to {args.out}")
+    if args.out: print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #53e7fb35
@@ -284,17 +311,19 @@ def cmd_nobox(args) -> int:
           f"{0 if control is None else len(control):,} control records", flush=True)
     rep = privacy_report(train, synthetic, control, schema=schema, metrics=metrics, secret=args.secret, aux_cols=aux,
                          rng=args.seed, n_jobs=args.jobs, progress=not args.quiet)
-    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
-        print(rep.drop(columns=["parameters"]).to_string(index=False))
+    if args.out: write_output(args.out, csv_bytes(rep, raw=args.raw_csv))  # written and stored first, printed after
+    stored = None
     if store is not None:
         from achilles.core.data import table_fingerprint
         run = hashlib.sha256(json.dumps([label, table_fingerprint(train, schema), table_fingerprint(synthetic, schema),
                                          None if control is None else table_fingerprint(control, schema), args.seed,
                                          args.secret, aux], default=str).encode()).hexdigest()[:16]
         added = sum(store.append("metric", run, row["metric"], dict(row, dataset=label, seed=args.seed)) for row in rep.to_dict("records"))
-        print(_stored(added, len(rep), f"kind metric, run {run}", args.results))
-    if args.out:
-        write_output(args.out, csv_bytes(rep, raw=args.raw_csv)); print(f"written to {args.out}")
+        stored = _stored(added, len(rep), f"kind metric, run {run}", args.results)
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
+        print(rep.drop(columns=["parameters"]).to_string(index=False))
+    if stored: print(stored)
+    if args.out: print(f"written to {args.out}")
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #80e8c032
@@ -311,6 +340,13 @@ def cmd_kde(args) -> int:
     t0 = time.perf_counter()
     r = attack.evaluate(train, synthetic, control, rng=args.seed)
     m = r.metrics
+    stored = None
+    if store is not None:  # stored first, printed after
+        from achilles.core.data import table_fingerprint
+        run = hashlib.sha256(json.dumps([label, *(table_fingerprint(t, schema) for t in (train, synthetic, control)), args.seed,
+                                         args.variant, args.threshold, args.distance], default=str).encode()).hexdigest()[:16]
+        added = store.append("metric", run, f"kde_membership_{args.variant}", dict(r.to_row(), metric="kde_membership", dataset=label, seed=args.seed))
+        stored = _stored(int(added), 1, f"kind metric, run {run}", args.results)
     f = lambda v: "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.4f}"
     print(f"{r.name}: value 2·AUC−1 = {f(r.value)} [{f(r.ci_low)}, {f(r.ci_high)}] (higher is riskier); AUC {f(m['auc'])}, "
           f"accuracy {f(m['accuracy'])} (baseline {f(m['accuracy_baseline'])}), F1 {f(m['f1'])} (baseline {f(m['f1_baseline'])}); "
@@ -320,12 +356,7 @@ def cmd_kde(args) -> int:
         t = attack.sweep_.merge(attack.method1_, on="percentile", suffixes=("", "_method1"))
         with pd.option_context("display.width", 200, "display.float_format", "{:.4f}".format):
             print(t[["percentile", "threshold", "accuracy", "f1", "accuracy_method1", "f1_method1"]].to_string(index=False))
-    if store is not None:
-        from achilles.core.data import table_fingerprint
-        run = hashlib.sha256(json.dumps([label, *(table_fingerprint(t, schema) for t in (train, synthetic, control)), args.seed,
-                                         args.variant, args.threshold, args.distance], default=str).encode()).hexdigest()[:16]
-        added = store.append("metric", run, f"kde_membership_{args.variant}", dict(r.to_row(), metric="kde_membership", dataset=label, seed=args.seed))
-        print(_stored(int(added), 1, f"kind metric, run {run}", args.results))
+    if stored: print(stored)
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #a5ad2040
@@ -402,6 +433,7 @@ def cmd_audit(args) -> int:
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
                  cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+    if args.out: write_output(args.out, csv_bytes(rows, raw=args.raw_csv))  # written first (the rows are in the store already), printed after
     auc = rows["auc"]
     sec = rows.attrs["seconds"]
     print(f"{len(rows)} records: AUC median {auc.median():.3f}; {int((auc > 0.8).sum())} records above 0.8, {int((auc > 0.9).sum())} above 0.9"
@@ -428,7 +460,7 @@ def cmd_audit(args) -> int:
         print(rows.sort_values("auc", ascending=False).head(args.top)[cols].to_string(index=False))
     if "release" in rows.attrs: _print_release(rows, args)
     if store is not None: print(f"rows in {args.results} (kind audit, run {rows.attrs['run_id']}; a rerun resumes from them)")
-    if args.out: write_output(args.out, csv_bytes(rows, raw=args.raw_csv)); print(f"written to {args.out}")
+    if args.out: print(f"written to {args.out}")
     return 0
 
 def _own_or_named(args) -> tuple:
@@ -490,13 +522,13 @@ def cmd_report(args) -> int:
     rep = custodian_report(df, schema, args.generator, gparams, records=args.records, n_datasets=args.n_datasets,
                            dataset_size=args.dataset_size, top=args.top, remedy_top=args.remedy_top, rng=args.seed, n_jobs=args.jobs,
                            store=store, cache_dir=args.cache_dir or None, name=name, verbose=not args.quiet)
+    write_output(args.out, rep.to_html().encode("utf-8"))  # first: checked before the work; on failure it is saved elsewhere
     print(rep.summary())
     with pd.option_context("display.width", 250, "display.max_colwidth", 140, "display.float_format", "{:.3f}".format):
         print(rep.top.drop(columns=["why"]).to_string(index=False))
         print("why:\n" + "\n".join(f"{r:>5}  record {i}: {w}" for r, i, w in zip(rep.top["rank"], rep.top["record"], rep.top["why"])))
         print(f"remove the {args.remedy_top} riskiest records: the next ones\n" + rep.remove.to_string(index=False))
         print(f"suppress the rarest value of the {args.remedy_top} riskiest records\n" + rep.suppress.to_string(index=False))
-    write_output(args.out, rep.to_html().encode("utf-8"))  # checked before the work; on failure it is saved elsewhere
     print(f"written to {args.out} ({rep.config['seconds']['total']:.0f} s)")
     return 0
 
@@ -939,10 +971,31 @@ def _interruption(e: BaseException):
         seen.add(id(e)); e = e.__cause__ or e.__context__
     return None
 
+_ASCII = {"ε": "eps", "δ": "delta", "μ": "mu", "α": "alpha", "Ω": "Omega", "·": ".", "−": "-", "–": "-", "—": "-", "×": "x",
+          "≤": "<=", "≥": ">=", "→": "->", "…": "...", "µ": "u", "±": "+/-", "≈": "~", "²": "2", "√": "sqrt", "’": "'", "“": '"',
+          "”": '"', "█": "#", "▏": "|", "▎": "|", "▍": "|", "▌": "|", "▋": "|", "▊": "|", "▉": "|"}
+
+def ascii_fallback(text: str, encoding: str) -> str:
+    "`text` with every character `encoding` cannot write replaced: the words achilles prints (ε -> eps, − -> -, · -> .), else the letter without its accent, else '?'."
+    import unicodedata
+    out = []
+    for ch in text:
+        try: ch.encode(encoding); out.append(ch); continue
+        except UnicodeEncodeError: pass
+        alt = _ASCII.get(ch) or unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?"
+        out.append(alt)
+    return "".join(out)
+
 class _Escaping:
-    "A text stream that shows control characters escaped: data values never reach the terminal as escape sequences."
+    "A text stream that shows control characters escaped (data values never reach the terminal as escape sequences) and writes what its encoding cannot as ASCII (`ascii_fallback`), so that printing never loses a finished result."
     def __init__(self, stream): self._stream = stream
-    def write(self, text): return self._stream.write(escape_controls(text))
+    def write(self, text):
+        text = escape_controls(text)
+        enc = getattr(self._stream, "encoding", None) or "utf-8"
+        try: text.encode(enc)
+        except UnicodeEncodeError: text = ascii_fallback(text, enc)
+        except LookupError: pass  # an encoding Python does not know: the stream's own error handling decides
+        return self._stream.write(text)
     def __getattr__(self, name): return getattr(self._stream, name)
 
 _USER_ERRORS = (ValueError, TypeError, OSError, ImportError, MemoryError, LookupError)
@@ -993,9 +1046,9 @@ def main(argv=None) -> int:
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2  # --help: 0; a bad argument: 2, already said in one line
     import threading
     prev = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    fmt, out = warnings.formatwarning, sys.stdout
+    fmt, out, err = warnings.formatwarning, sys.stdout, sys.stderr
     warnings.formatwarning = lambda msg, cat, filename="", lineno=0, *a, **k: _format_warning(args.command, msg, cat, filename, lineno)
-    sys.stdout = _Escaping(out)
+    sys.stdout, sys.stderr = _Escaping(out), _Escaping(err)
     code, stop = 2, None
     loky = _LokyThreadErrors().__enter__()  # left in place after an interruption: the manager thread may trip as the pool shuts down
     with warnings.catch_warnings():
@@ -1036,4 +1089,5 @@ def main(argv=None) -> int:
         loky.drop()
     else:
         loky.release(); loky.__exit__()
+    sys.stderr = err
     return code
