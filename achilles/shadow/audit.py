@@ -170,6 +170,19 @@ def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair
     return (row, res["scores"][COMBINED]) if return_scores else row
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
+def _check_seed(rng) -> None:
+    "An audit's seed must be an int: a rerun finds its rows and cached datasets by it."
+    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
+        raise TypeError(f"rng={rng!r} must be an int seed, so that a rerun finds its rows and cached datasets")
+
+def _audit_table(data, schema: Schema | None, name: str | None) -> tuple:
+    "(table, schema, label) of an audit's data: a DataFrame (label 'custom'), or a dataset name / CSV path read with its schema."
+    if isinstance(data, pd.DataFrame): df, label = data, "custom"
+    else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
+    schema = schema or Schema.from_dataframe(df)
+    _check_schema(schema)
+    return df, schema, name or label
+
 def _targets(records, df: pd.DataFrame, rng) -> np.ndarray:
     if isinstance(records, str):
         if records != "all": raise ValueError(f"records={records!r} must be 'all', a number of records, or a list of row ids")
@@ -268,8 +281,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           ) -> pd.DataFrame:
     "Audit every record: one shared pool of shadow datasets, the strongest attacker per record; a row per record."
     t0 = time.perf_counter()
-    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
-        raise TypeError(f"rng={rng!r} must be an int seed, so that a rerun finds its rows and cached datasets")
+    _check_seed(rng)
     attacks = check_attacks(attacks)
     check_choice("classifier", classifier, CLASSIFIERS)
     folds = check_int("folds", folds, lo=2, hi=50)
@@ -291,11 +303,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
             raise ValueError(f"release= scores the custodian's file against a pool of releases of the data itself: it needs design='release', not {design!r}")
         if interval != "certificate":
             raise ValueError(f"interval={interval!r}: the release is scored by each record's certificate fit; pass interval='certificate'")
-    if isinstance(data, pd.DataFrame): df, label = data, "custom"
-    else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
-    label = name or label
-    schema = schema or Schema.from_dataframe(df)
-    _check_schema(schema)
+    df, schema, label = _audit_table(data, schema, name)
     root = seed_root(rng)
     reference = check_int("reference", reference, lo=1)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
@@ -799,18 +807,13 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
               ) -> pd.DataFrame:
     "The leave-one-out ('model-seeded') game on the table itself, scored by the audit's attacker: one row per record (`membership_row`)."
     t0 = time.perf_counter()
-    if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
-        raise TypeError(f"rng={rng!r} must be an int seed, so that a rerun finds its rows and cached datasets")
+    _check_seed(rng)
     attacks = check_attacks(attacks)
     check_choice("classifier", classifier, CLASSIFIERS)
     folds = check_int("folds", folds, lo=2, hi=50)
     n_seeds = check_int("n_seeds", n_seeds, lo=2 * folds)
     n_jobs = check_n_jobs("n_jobs", n_jobs)
-    if isinstance(data, pd.DataFrame): df, label = data, "custom"
-    else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
-    label = name or label
-    schema = schema or Schema.from_dataframe(df)
-    _check_schema(schema)
+    df, schema, label = _audit_table(data, schema, name)
     N = len(df)
     if N < 10: raise ValueError(f"the table has {N} records; the leave-one-out game needs at least 10")
     size = N if release_size is None else check_int("release_size", release_size, lo=2)
