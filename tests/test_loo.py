@@ -66,3 +66,38 @@ def test_bad_arguments_fail_before_any_work(table, kw, err, msg):
 
 def test_a_tiny_table_is_refused():
     with pytest.raises(ValueError, match="at least 10"): _loo(load_adult().iloc[:9], "independent", records=[1])
+
+
+def test_the_releases_follow_the_pinned_seed_stream(table, tmp_path):
+    """IN release j: the whole table, fitted on child 1 and sampled on child 2 of seed_child(seed_child(root, 3), j), nothing added;
+    OUT release j of record r: the table without r and its copies, from seed_child(seed_child(seed_child(root, 4), r), j)."""
+    from achilles.core.data import encode
+    from achilles.core.rng import seed_child, seed_root
+    from achilles.generators import make_generator
+    from achilles.shadow.audit import PoolModel
+    from achilles.shadow.game import DatasetCache, dataset_key
+    _loo(table, "independent", records=[7], cache_dir=tmp_path / "c", rng=4)
+    schema = Schema.from_dataframe(table)
+    pm = PoolModel(table, schema, "independent", dataset_size=len(table))
+    enc, root, N = pm.encoded, seed_root(4), len(table)
+    def made(rows, ss):
+        g = make_generator("independent", schema)
+        g.fit_encoded(enc.take(rows), rng=np.random.default_rng(seed_child(ss, 1)))
+        return g.sample_encoded(N, rng=np.random.default_rng(seed_child(ss, 2)))
+    cache = DatasetCache(tmp_path / "c")
+    whole, without = np.arange(N, dtype=np.int32), np.setdiff1d(np.arange(N), [7, 200, 201]).astype(np.int32)
+    for rows, ss in ((whole, seed_child(seed_child(root, 3), 2)), (without, seed_child(seed_child(seed_child(root, 4), 7), 5))):
+        got, want = cache.get(dataset_key(pm, rows, None, ss)), made(rows, ss)
+        np.testing.assert_array_equal(got.cat, want.cat); np.testing.assert_allclose(got.cont, want.cont)
+
+
+def test_boundaries_paths_order_and_times(table, tmp_path, capsys):
+    "The smallest allowed sizes run; a store given as a path is used; rows come sorted by record; the times add up; nothing printed."
+    r = _loo(table.iloc[:10], "independent", records=[6, 2], n_seeds=4, folds=2, release_size=2, store=str(tmp_path / "s.sqlite"))
+    assert r["record"].tolist() == [2, 6] and len(ResultsStore(tmp_path / "s.sqlite").read("loo")) == 2
+    sec = r.attrs["seconds"]
+    assert all(0 <= sec[k] <= sec["total"] for k in ("generation", "features", "classifiers")) and sec["generation"] > 0
+    assert len(r.attrs["run_id"]) == 16 and len(r.attrs["config"]["population"]) == 16
+    assert capsys.readouterr().out == ""
+    r = _loo(table, "independent", records=[3], attacks=("query", "distance", "rarest"))
+    assert np.isfinite(r["auc_rarest"]).all()  # the record's rarest column is read
