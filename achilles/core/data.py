@@ -18,11 +18,12 @@ from .validate import InvalidParameterError, check_columns
 
 # %% auto #0
 __all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'MISSING_SCALED', 'MISSING_LABEL', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS',
-           'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'MAX_CODES', 'DATASETS', 'Column',
-           'Schema', 'Encoded', 'DataWarning', 'encode', 'decode', 'as_encoded', 'load_adult', 'load_adult_full',
-           'load_adult_missing', 'census_path', 'load_uk_census', 'read_csv_checked', 'parse_types', 'sanity_check',
-           'prepare_table', 'overlap_share', 'release_problems', 'check_release', 'parse_na_values', 'detect_sep',
-           'missing_summary', 'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
+           'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'HEAD_BYTES', 'MAX_TITLE_LINES',
+           'MAX_CODES', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode', 'decode', 'as_encoded',
+           'load_adult', 'load_adult_full', 'load_adult_missing', 'census_path', 'load_uk_census', 'file_compression',
+           'table_start', 'read_csv_checked', 'parse_types', 'sanity_check', 'prepare_table', 'overlap_share',
+           'release_problems', 'check_release', 'parse_na_values', 'detect_sep', 'missing_summary', 'load_csv',
+           'load_dataset', 'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
@@ -462,6 +463,94 @@ def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or 
     return df.reset_index(drop=True)
 
 
+# %% ../../nbs/00_core/04_data.ipynb #f1a3c002
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"), (b"PK\x03\x04", "zip"), (b"\x28\xb5\x2f\xfd", "zstd"))
+HEAD_BYTES = 1 << 16  # how much of a file (decompressed) its shape, separator and title lines are judged on
+MAX_TITLE_LINES = 10  # at most this many lines before the header are read as titles or comments
+
+def file_compression(path) -> str | None:
+    "How a file is compressed, read from its first bytes whatever its name says: 'gzip', 'bz2', 'xz', 'zip' or 'zstd'; None for plain text."
+    with open(path, "rb") as f: head = f.read(6)
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+def _open_bytes(p: Path, comp: str | None):
+    "A binary stream of the file's content, decompressed."
+    if comp is None: return open(p, "rb")
+    if comp == "gzip": import gzip; return gzip.open(p, "rb")
+    if comp == "bz2": import bz2; return bz2.open(p, "rb")
+    if comp == "xz": import lzma; return lzma.open(p, "rb")
+    if comp == "zip":
+        import zipfile
+        z = zipfile.ZipFile(p)
+        names = [n for n in z.namelist() if not n.endswith("/")]
+        if len(names) != 1:
+            raise ValueError(f"{str(p)!r} is a ZIP archive of {len(names)} files ({names[:3]}); a CSV in a ZIP must be its only file")
+        f = z.open(names[0]); close = f.close
+        def both(): close(); z.close()
+        f.close = both  # closing the member closes the archive
+        return f
+    try: import zstandard
+    except ImportError:
+        raise ImportError(f"{str(p)!r} is zstd-compressed: pip install zstandard to read it, or decompress it first") from None
+    return zstandard.open(p, "rb")
+
+def _head_text(p: Path, comp: str | None, n: int = HEAD_BYTES) -> tuple[str, bool]:
+    "(the first `n` bytes of the decompressed file as text, cut after its last whole line; whether the file goes on)."
+    with _open_bytes(p, comp) as f: b = f.read(n + 1)
+    more = len(b) > n
+    if more: b = b[:n]; b = b[:b.rfind(b"\n") + 1] or b
+    return b.decode("utf-8", errors="replace"), more
+
+def _records(text: str, sep: str, more: bool) -> list:
+    "(fields, first line (1-based), the row) of each non-blank record of `text` (quoted line breaks kept in one record)."
+    import csv, io
+    r = csv.reader(io.StringIO(text), delimiter=sep, quotechar='"')
+    out, prev = [], 0
+    try:
+        for row in r:
+            if row: out.append((len(row), prev + 1, row))
+            prev = r.line_num
+    except csv.Error: pass  # a malformed quote: pandas' own parser names it
+    return out[:-1] if more and len(out) > 1 else out  # the last record may be cut by the head's end
+
+def table_start(path,  # a CSV file (compressed or not)
+                sep: str = ",",  # its separator
+                skiprows: int = 0,  # lines the caller already skips
+                ) -> tuple[int, list]:
+    """Where the table's header is: (lines before it, the texts of the lines skipped as titles or comments). Before the header, up
+    to `MAX_TITLE_LINES` lines are skipped that start with `#` (comments) or hold at most the rows' field count minus 2 (titles,
+    commas and all), provided a line with the rows' count follows. A header that names fewer or more columns than its rows have
+    fields is refused, with both counts and the lines: pandas would make the first column the row index and shift every name."""
+    p = Path(path)
+    text, more = _head_text(p, file_compression(p))
+    lines = text.splitlines(True)
+    recs = [(k, line + skiprows, row) for k, line, row in _records("".join(lines[skiprows:]), sep, more)]
+    if len(recs) < 2: return skiprows, []
+    from collections import Counter
+    counts = Counter(k for k, _, row in recs[1:] if not row[0].lstrip().startswith("#")) or Counter(k for k, _, _ in recs[1:])  # the rows' count, comments aside
+    mode = max(counts, key=lambda k: (counts[k], k))
+    if counts[mode] < 0.5 * sum(counts.values()): return skiprows, []  # no field count dominates: the parser names the ragged line
+    if recs[0][0] == 1 and any(c in recs[0][2][0] for c in ",;\t|" if c != sep): return skiprows, []  # another separator's header: the parser's hint says so
+    i = 0
+    while i < min(len(recs) - 1, MAX_TITLE_LINES):
+        k, line, row = recs[i]
+        comment = row[0].lstrip().startswith("#")
+        if k == mode or not (comment or k <= max(1, mode - 2)) or not any(r[0] == mode for r in recs[i + 1:]): break
+        i += 1
+    k, line, row = recs[i]
+    if k != mode:
+        first = next((ln for kk, ln, _ in recs[i + 1:] if kk == mode), recs[i + 1][1])
+        what = (f"{mode - k} column name(s) missing, so pandas would make the first column the row index and put every name over "
+                "the wrong values; name every column (a first column without a name is often a row index a program wrote: name "
+                "it, or drop it)") if k < mode else (
+                f"{k - mode} more name(s) than values, so the last column(s) would be read as missing; remove the extra name(s) "
+                "or the separator at the header's end")
+        raise ValueError(f"{str(p)!r}: the header (line {line}) names {k} column(s) but the rows below it have {mode} fields "
+                         f"(line {first}, and most rows of the first {recs[-1][1]:,} lines): {what}")
+    skipped = [l.rstrip("\r\n") for l in lines[skiprows:line - 1] if l.strip()]
+    return line - 1, skipped
+
+
 # %% ../../nbs/00_core/04_data.ipynb #5cb3162c
 def _check_file(path) -> Path:
     "`path` as a `Path`, or a one-line error: not a path, it does not exist, is a folder, or is empty."
@@ -489,13 +578,26 @@ def _sep_hint(header: str, sep: str = ",") -> str:
     return f"; the header looks {s!r}-separated: pass sep={s!r}" if s else ""
 
 def _first_line(p: Path) -> str:
-    with open(p, encoding="utf-8", errors="replace") as f: return f.readline().rstrip("\r\n")
+    "The file's first line (decompressed)."
+    lines = _head_text(p, file_compression(p), 4096)[0].splitlines()
+    return lines[0] if lines else ""
 
 def read_csv_checked(path,  # a CSV file
                      **kw,  # passed to `pd.read_csv` (e.g. `sep`, `skiprows`)
                      ) -> pd.DataFrame:
-    "`pd.read_csv` of a file that exists, is not empty and has data rows; every failure is one line naming the file."
+    """`pd.read_csv` of a file that exists, is not empty and has data rows; every failure is one line naming the file. A compressed
+    file is read as such (`file_compression`), titles and comments before the header are skipped and said, and a header that does
+    not fit its rows is refused (`table_start`); `df.attrs["skiprows"]` is the number of lines before the header."""
     p = _check_file(path)
+    kw = dict(kw)
+    if (comp := file_compression(p)): kw.setdefault("compression", comp)
+    sep, skip = kw.get("sep", ","), kw.get("skiprows", 0)
+    if isinstance(sep, str) and len(sep) == 1 and isinstance(skip, (int, np.integer)) and kw.get("header", "infer") == "infer":
+        start, skipped = table_start(p, sep, int(skip))
+        if skipped:
+            warnings.warn(f"{str(p)!r}: {len(skipped)} line(s) before the header read as a title or comment and skipped: "
+                          + "; ".join(repr(s[:60]) for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else ""), DataWarning, stacklevel=2)
+        kw["skiprows"] = start
     try: df = pd.read_csv(p, **kw)
     except pd.errors.EmptyDataError as e:
         raise ValueError(f"could not parse {str(p)!r} as CSV: it has no header row (only blank lines)") from e
@@ -505,12 +607,13 @@ def read_csv_checked(path,  # a CSV file
     if len(df) == 0:
         raise ValueError(f"{str(p)!r} has a header ({df.shape[1]} column(s): {list(df.columns)[:5]}) but no data rows")
     _check_header_unique(p, kw)
+    df.attrs["skiprows"] = int(kw.get("skiprows", 0)) if isinstance(kw.get("skiprows", 0), (int, np.integer)) else 0
     return df
 
 def _check_header_unique(p: Path, kw: dict) -> None:
     "A one-line error if the header names a column twice (pandas would rename the copy 'name.1' and run on)."
     head = pd.read_csv(p, header=None, nrows=1, dtype=str, keep_default_na=False,
-                       **{k: v for k, v in kw.items() if k in ("sep", "skiprows", "encoding")}).iloc[0].tolist()
+                       **{k: v for k, v in kw.items() if k in ("sep", "skiprows", "encoding", "compression")}).iloc[0].tolist()
     seen = {}
     for i, h in enumerate(head):
         if h in seen:
@@ -636,6 +739,18 @@ def _column_problem(s: pd.Series, name, categorical: bool, declared: bool) -> st
     return None
 
 # %% ../../nbs/00_core/04_data.ipynb #a8aa5c00
+def _spelling_key(v: str) -> str: return " ".join(v.split()).casefold()
+
+def _spelling_variants(s: pd.Series) -> list:
+    "Groups (two or more) of a text column's distinct values that differ only in case or spaces, each group in order of first sight."
+    if _is_numeric(s): return []
+    if isinstance(s.dtype, pd.CategoricalDtype): vals = s.cat.categories[np.unique(s.cat.codes[s.cat.codes >= 0])]
+    else: vals = pd.unique(s.dropna().to_numpy(object))
+    groups = {}
+    for v in vals:
+        if isinstance(v, str): groups.setdefault(_spelling_key(v), []).append(v)
+    return [g for g in groups.values() if len(g) > 1]
+
 def sanity_check(df: pd.DataFrame,  # the table
                  schema: Schema | None = None,  # its schema (default: the inference rule of `Schema.from_dataframe`)
                  declared: Iterable = (),  # columns whose type the user declared (no "mixed numbers and text" warning)
@@ -654,6 +769,11 @@ def sanity_check(df: pd.DataFrame,  # the table
     for c in names:
         p = _column_problem(df[c], c, cat[c], c in declared)
         if p: out.append(p)
+        groups = _spelling_variants(df[c]) if cat[c] else []
+        if groups:
+            ex = "; ".join(" / ".join(repr(v) for v in g[:3]) for g in groups[:2])
+            out.append(f"column {c!r} spells {len(groups)} value(s) in more than one way, differing only in case or spaces ({ex}): "
+                       "each spelling is a category of its own, so records that agree look different; clean them if they are one value")
     if len(names) == 1 and not cat[names[0]]:
         out.append(f"the table has a single continuous column {names[0]!r} and nothing else: V_k then only ranks records by "
                    "the gaps between their values; add the other attributes")
@@ -760,6 +880,22 @@ def _value_share(col: str, train: pd.Series, other: pd.Series):
     ex = f"e.g. {_py(miss[0])!r} where train has {_py(tv[0])!r}" if len(miss) and len(tv) else ""
     return float(counts[hit].sum() / max(len(other), 1)), ex
 
+def _respelled(train: pd.Series, other: pd.Series) -> tuple:
+    "(rows of `other` whose value `train` lacks but has in another case or spacing, that value, train's spelling); (0, None, None) for numbers."
+    if _is_numeric(train) or _is_numeric(other): return 0, None, None
+    tv = _distinct(train)
+    keys = {}
+    for v in tv:
+        if isinstance(v, str): keys.setdefault(_spelling_key(v), v)
+    ov = other.astype(object)
+    vc = pd.Series(ov.to_numpy(object)).value_counts(dropna=True)
+    vals = pd.Index(vc.index, dtype=object)
+    k, ex = 0, (None, None)
+    for v, n in zip(vals[~vals.isin(tv)], vc.to_numpy()[~vals.isin(tv)]):
+        if isinstance(v, str) and (b := keys.get(_spelling_key(v))) is not None:
+            k += int(n); ex = ex if ex[0] is not None else (v, b)
+    return k, *ex
+
 def release_problems(train: pd.DataFrame,  # the generator's training data
                      synthetic: pd.DataFrame | None = None,  # the release
                      control: pd.DataFrame | None = None,  # real records held out of training (control / holdout)
@@ -778,6 +914,11 @@ def release_problems(train: pd.DataFrame,  # the generator's training data
                 out.append(f"{name} column {c!r} shares almost no values with {names[0]}'s: only {share:.0%} of its rows hold a "
                            f"value that {names[0]}'s {c!r} has ({ex}); the tables are coded differently (a leading space, a "
                            "recoding, another scale), so every metric comparing them is meaningless: make them agree")
+            elif (rs := _respelled(train[c], t[c]))[0]:
+                k, a, b = rs
+                out.append(f"{name} column {c!r} spells {k:,} of its {len(t):,} rows ({k / len(t):.0%}) differently from {names[0]}'s, "
+                           f"in case or spaces only (e.g. {a!r} where {names[0]} has {b!r}): a metric reads them as values "
+                           f"{names[0]} never had; make the spellings agree")
     if control is not None and len(control) and len(train) and cols:
         share, k, dup = overlap_share(train, control, cols)
         if share > max(0.1, 2 * dup):
@@ -811,16 +952,21 @@ def parse_na_values(na_values) -> list:
     return [""] + [v for v in vals if v != ""]
 
 def detect_sep(path) -> str:
-    "The separator of a CSV file: ',' when its header holds one, else the most frequent of ';', tab and '|' in it (',' if none)."
-    header = _first_line(_check_file(path))
-    return _sniff_sep(header, ",") or ","
+    """The separator of a CSV file: clevercsv's data-consistency detector (it scores each candidate by how evenly it splits the
+    rows and how well-typed the cells come out) on the first 64 KiB, decompressed, comment lines left out; one of ',', ';', tab
+    and '|', and ',' when it finds none."""
+    p = _check_file(path)
+    text = "".join(l for l in _head_text(p, file_compression(p))[0].splitlines(True) if not l.lstrip().startswith("#"))
+    from clevercsv import Detector
+    d = Detector().detect(text, delimiters=list(_SEPARATORS))
+    return d.delimiter if d is not None and d.delimiter in _SEPARATORS else ","
 
 def _line_numbers(p: Path, n_rows: int, skiprows: int = 0):
     "The file line (1-based) of each data row, when it can be told (no blank lines inside quoted fields); else None."
-    with open(p, "rb") as f: lines = f.read().split(b"\n")
+    with _open_bytes(p, file_compression(p)) as f: lines = f.read().split(b"\n")
     if lines and lines[-1] == b"": lines.pop()
-    filled = [i + 1 for i, l in enumerate(lines) if l.strip(b"\r") != b""]
-    data = filled[skiprows + 1:]
+    filled = [i + 1 for i, l in enumerate(lines) if i >= skiprows and l.strip(b"\r") != b""]
+    data = filled[1:]  # after the header
     return data if len(data) == n_rows else None
 
 def _where(p: Path, lines, pos: int) -> str:
@@ -839,6 +985,19 @@ def _check_cells(df: pd.DataFrame, p: Path, skiprows: int = 0) -> None:
             pos = int(np.argmax(bad))
             out.append(f"column {c!r} has {int(bad.sum()):,} infinite value(s), the first {_py(s.iloc[pos])!r} on {_where(p, lines, pos)}")
     if out: raise ValueError("; ".join(out) + "; an infinite value has no place on a column's scale: replace it (or leave the cell empty)")
+
+_LEADING_ZERO = r"^\s*[+-]?0\d"
+
+def _leading_zeros(p: Path, df: pd.DataFrame, kw: dict, declared: dict) -> dict:
+    "{column: its text as written} for each column pandas read as whole numbers whose text has a leading zero ('00501'), unless declared continuous."
+    whole = lambda v: len(v) > 0 and bool(np.all(v == np.round(v)))
+    cols = [c for c in df.columns if declared.get(c) != CONTINUOUS and _is_numeric(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+            and whole(df[c].dropna().to_numpy(np.float64))]
+    if not cols: return {}
+    kw = dict(kw, skiprows=df.attrs.get("skiprows", 0))
+    if (comp := file_compression(p)): kw["compression"] = comp
+    raw = pd.read_csv(p, usecols=cols, dtype=str, keep_default_na=False, **kw)
+    return {c: raw[c] for c in cols if raw[c].str.match(_LEADING_ZERO, na=False).any()}
 
 def missing_summary(df: pd.DataFrame) -> str:
     "One line: how many cells of each column are missing ('' when none are)."
@@ -861,7 +1020,7 @@ def load_csv(path: str | Path,  # CSV file with a header row
     if sep is None:
         sep = detect_sep(path)
         if sep != ",":
-            warnings.warn(f"{str(path)!r}: its header has no ',' and reads as {sep!r}-separated, so it was read with sep={sep!r} "
+            warnings.warn(f"{str(path)!r}: its rows read as {sep!r}-separated (clevercsv's detector), so it was read with sep={sep!r} "
                           "(pass the separator explicitly to choose another)", DataWarning, stacklevel=2)
     if not isinstance(sep, str) or not sep:
         raise InvalidParameterError(f"sep={sep!r} must be a non-empty string such as ',', ';' or '\\t'")
@@ -878,8 +1037,14 @@ def load_csv(path: str | Path,  # CSV file with a header row
     if empty:
         raise ValueError(f"{str(path)!r}: column {empty[0]!r} is entirely missing (all {len(df)} values are empty); "
                          "remove it from the file or fill it in")
-    _check_cells(df, Path(path))
-    notes = []
+    _check_cells(df, Path(path), df.attrs.get("skiprows", 0))
+    notes, read_notes = [], []
+    zeros = _leading_zeros(Path(path), df, dict(sep=sep, na_values=parse_na_values(na_values)), _declared_types(types, df.columns))
+    for c, text in zeros.items(): df[c] = text
+    if zeros:
+        read_notes.append(f"kept as text, as written: {', '.join(repr(c) for c in zeros)} (whole numbers with leading zeros, e.g. "
+                     f"{_py(next(iter(zeros.values())).dropna().loc[lambda s: s.str.match(_LEADING_ZERO)].iloc[0])!r}, which reading them "
+                     "as numbers would drop); declare one continuous to read it as a number")
     misread = df.shape[1] == 1 and _sniff_sep(str(df.columns[0]), sep)  # one column, another separator: said below, not prepared
     if prepare and not misread:
         df, rule_types, notes = prepare_table(df, types, keep)
@@ -887,7 +1052,7 @@ def load_csv(path: str | Path,  # CSV file with a header row
     else: types = _declared_types(types, df.columns)
     schema = Schema.from_dataframe(df, types)
     for c in schema.categorical: df[c] = df[c].astype("category")
-    msgs = [f"{str(path)!r}: {n}" for n in notes] + sanity_check(df, schema, declared=types)
+    msgs = [f"{str(path)!r}: {n}" for n in read_notes + notes] + sanity_check(df, schema, declared=types)
     if (m := missing_summary(df)): msgs = [f"{str(path)!r}: {m}"] + msgs
     for msg in msgs: warnings.warn(msg, DataWarning, stacklevel=2)
     return df, schema

@@ -1,0 +1,210 @@
+"""Silently wrong tables (issue 40, round three, "CSV shapes"): files as real exports come. Each of these used to exit 0 with a
+wrong table: a header one name short (every column shifted), a comment or a title line (one column, the header ranked first), a
+compressed file (the separator sniffed from compressed bytes), ZIP codes with leading zeros read as numbers, one category spelled
+three ways, and a release whose values are space-padded (IMS 0.67 with no word). Now each is read right and said, or refused."""
+import bz2, gzip, lzma, warnings, zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from achilles.core.data import DataWarning, load_adult, load_csv, read_csv_checked, release_problems, table_start
+from faultkit import argv_for, block_all_work, make_files, one_line_error, run
+
+
+def said(fn):
+    "(the result of fn(), the DataWarning texts it emitted)"
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, [str(w.message) for w in rec if issubclass(w.category, DataWarning)]
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return load_adult().sample(300, random_state=0).reset_index(drop=True)
+
+
+@pytest.fixture
+def plain(tmp_path, adult):
+    p = tmp_path / "plain.csv"
+    adult.to_csv(p, index=False)
+    return p
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame):
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_categorical=False)
+
+
+# ---------------------------------------------------------------- a header that does not fit its rows
+def test_a_header_one_name_short_is_refused_with_both_counts(tmp_path, plain):
+    lines = plain.read_text().splitlines(True)
+    p = tmp_path / "short.csv"; p.write_text(lines[0].split(",", 1)[1] + "".join(lines[1:]))
+    for sep in (",", None):
+        with pytest.raises(ValueError, match=r"the header \(line 1\) names 14 column\(s\) but the rows below it have 15 fields \(line 2"):
+            load_csv(p, sep=sep)
+    assert "row index" in str(pytest.raises(ValueError, read_csv_checked, p).value)
+
+
+def test_a_header_with_a_name_too_many_is_refused(tmp_path, plain):
+    lines = plain.read_text().splitlines(True)
+    p = tmp_path / "long.csv"; p.write_text(lines[0].rstrip("\n") + ",extra\n" + "".join(lines[1:]))
+    with pytest.raises(ValueError, match="names 16 column.s. but the rows below it have 15 fields"): read_csv_checked(p)
+
+
+@pytest.mark.parametrize("command", ["vulnerable", "nobox", "audit"])
+def test_the_commands_refuse_a_short_header(tmp_path, command, capsys, monkeypatch):
+    f = make_files(tmp_path)
+    block_all_work(monkeypatch)
+    for p in (f.data, f.train, f.synth):
+        lines = p.read_text().splitlines(True); p.write_text(lines[0].split(",", 1)[1] + "".join(lines[1:]))
+    one_line_error(capsys, argv_for(command, f, results=""), "names 14 column(s) but the rows below it have 15 fields")
+
+
+# ---------------------------------------------------------------- titles and comments before the header
+@pytest.mark.parametrize("head", ["# exported 2024\n", "Adult survey, wave 3, 2024\n", "# exported 2024\n\nTitle, with, commas\n"])
+def test_titles_and_comments_are_skipped_and_said(tmp_path, plain, head):
+    p = tmp_path / "titled.csv"; p.write_text(head + plain.read_text())
+    for sep in (",", None):
+        (df, schema), msgs = said(lambda: load_csv(p, sep=sep))
+        _same(df, load_csv(plain)[0])
+        n = len([l for l in head.splitlines() if l.strip()])
+        assert any(f"{n} line(s) before the header read as a title or comment and skipped" in m for m in msgs), msgs
+        assert repr(head.splitlines()[0][:60]) in " ".join(msgs)
+
+
+def test_a_line_number_counts_the_skipped_title(tmp_path, plain):
+    lines = plain.read_text().splitlines(True)
+    lines[3] = lines[3].replace(lines[3].split(",")[0], "inf", 1)  # record 2 of the table, line 4 of the plain file
+    p = tmp_path / "t.csv"; p.write_text("# exported\n" + "".join(lines))
+    with pytest.raises(ValueError, match="record 2, line 5 of"): load_csv(p)
+
+
+def test_the_title_rule_at_its_edges(tmp_path):
+    p = tmp_path / "e.csv"
+    p.write_text("a, b\nx,y,z\n1,2,3\n4,5,6\n")  # 2 fields over 3: one short of the rows, so a header missing a name
+    with pytest.raises(ValueError, match="names 2 column"): table_start(p)
+    p.write_text("a\nx,y,z\n1,2,3\n4,5,6\n")  # 1 field: a title
+    assert table_start(p) == (1, ["a"])
+    p.write_text("t, u\nw,x,y,z\n1,2,3,4\n5,6,7,8\n")  # 2 over 4: at most the rows' count minus 2, a title
+    assert table_start(p) == (1, ["t, u"])
+    p.write_text("#x,y,z\n1,2,3\n4,5,6\n")  # starts with '#' and fits its rows: the header
+    assert table_start(p) == (0, [])
+    p.write_text("".join(f"# note {i}\n" for i in range(11)) + "x,y,z\n1,2,3\n")  # more than MAX_TITLE_LINES: not guessed
+    with pytest.raises(ValueError, match=r"header \(line 11\) names 1 column"): table_start(p)
+    p.write_text("".join(f"# note {i}\n" for i in range(10)) + "x,y,z\n1,2,3\n")
+    assert table_start(p)[0] == 10
+    p.write_text('x,y,z\n"a\nb",2,3\n4,5,6\n')  # a quoted line break is one record
+    assert table_start(p) == (0, [])
+    p.write_text("x,y,z\n1,2,3\n")
+    assert table_start(p, skiprows=0) == (0, [])
+
+
+def test_a_comment_beyond_the_first_lines_is_not_a_title(tmp_path):
+    p = tmp_path / "c.csv"; p.write_text("x,y,z\n1,2,3\n# not a title\n4,5,6\n")
+    assert table_start(p) == (0, [])
+
+
+# ---------------------------------------------------------------- compressed files, whatever their names say
+def _zip(data: bytes, p):
+    with zipfile.ZipFile(p, "w") as z: z.writestr("inner.csv", data)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "bz2", "xz", "zip"])
+@pytest.mark.parametrize("name", ["data.csv", "data.csv.gz"])
+def test_compressed_files_are_read_as_such(tmp_path, plain, kind, name):
+    raw = plain.read_bytes()
+    p = tmp_path / name
+    if kind == "zip": _zip(raw, p)
+    else: p.write_bytes({"gzip": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress}[kind](raw))
+    for sep in (",", None):
+        df, schema = load_csv(p, sep=sep)
+        _same(df, load_csv(plain)[0])
+
+
+def test_a_compressed_file_with_a_title_and_a_short_header(tmp_path, plain):
+    p = tmp_path / "z.csv"; p.write_bytes(gzip.compress(b"# exported\n" + plain.read_bytes()))
+    (df, _), msgs = said(lambda: load_csv(p))
+    assert df.shape == (300, 15) and any("'# exported'" in m for m in msgs)
+    lines = plain.read_text().splitlines(True)
+    p.write_bytes(gzip.compress((lines[0].split(",", 1)[1] + "".join(lines[1:])).encode()))
+    with pytest.raises(ValueError, match="names 14 column"): load_csv(p)
+
+
+def test_an_infinite_value_in_a_compressed_file_names_its_line(tmp_path):
+    p = tmp_path / "i.csv"; p.write_bytes(gzip.compress(b"a,b\n1,2\n3,inf\n"))
+    with pytest.raises(ValueError, match="record 1, line 3 of"): load_csv(p)
+
+
+def test_a_zip_of_two_files_is_refused(tmp_path):
+    p = tmp_path / "two.zip"
+    with zipfile.ZipFile(p, "w") as z: z.writestr("a.csv", "x,y\n1,2\n"); z.writestr("b.csv", "x,y\n1,2\n")
+    with pytest.raises(ValueError, match="ZIP archive of 2 files"): load_csv(p)
+
+
+def test_the_command_reads_a_gzip_named_csv(tmp_path, capsys, plain):
+    p = tmp_path / "g.csv"; p.write_bytes(gzip.compress(plain.read_bytes()))
+    out = tmp_path / "top.csv"; out_plain = tmp_path / "top_plain.csv"
+    assert run(capsys, ["vulnerable", "--csv", p, "--top", 5, "--out", out])[0] == 0
+    assert run(capsys, ["vulnerable", "--csv", plain, "--top", 5, "--out", out_plain])[0] == 0
+    assert out.read_text() == out_plain.read_text()
+
+
+# ---------------------------------------------------------------- leading zeros, and one value spelled several ways
+def _zips(tmp_path, n=300):
+    g = np.random.default_rng(0)
+    t = pd.DataFrame({"zip": [f"{v:05d}" for v in g.choice([501, 544, 1001, 2108, 90210], n)],
+                      "sex": g.choice(["Female", "Male"], n), "age": g.integers(18, 90, n)})
+    p = tmp_path / "zip.csv"; t.to_csv(p, index=False)
+    return p, t
+
+
+def test_leading_zeros_are_kept_as_text_and_said(tmp_path):
+    p, t = _zips(tmp_path)
+    (df, schema), msgs = said(lambda: load_csv(p))
+    assert df["zip"].astype(str).tolist() == t["zip"].tolist() and "00501" in set(df["zip"].astype(str))
+    assert schema["zip"].is_categorical
+    assert any("kept as text, as written: 'zip' (whole numbers with leading zeros, e.g. '0" in m for m in msgs), msgs
+    assert not schema["age"].is_categorical and df["age"].tolist() == t["age"].tolist()  # no leading zero: a number
+    df2, s2 = load_csv(p, types="zip:continuous")  # declared: the user's choice stands
+    assert not s2["zip"].is_categorical and 501 in set(df2["zip"])
+    df3, s3 = load_csv(p, types="zip:categorical")
+    assert "00501" in set(df3["zip"].astype(str))
+
+
+def test_a_lone_zero_and_decimals_are_numbers(tmp_path):
+    p = tmp_path / "n.csv"
+    p.write_text("a,b,c\n" + "".join(f"{i % 7},{i / 10:.1f},0.{i % 10}\n" for i in range(60)))
+    (df, schema), msgs = said(lambda: load_csv(p))
+    assert not any("leading zeros" in m for m in msgs), msgs
+    assert pd.api.types.is_numeric_dtype(df["b"]) and pd.api.types.is_numeric_dtype(df["c"])
+
+
+def test_spelling_variants_are_named(tmp_path):
+    p, t = _zips(tmp_path)
+    t.loc[:5, "sex"] = "Female "; t.loc[6:9, "sex"] = "FEMALE"; t.to_csv(p, index=False)
+    _, msgs = said(lambda: load_csv(p))
+    hit = [m for m in msgs if "column 'sex' spells 1 value(s) in more than one way" in m]
+    assert len(hit) == 1 and "'Female '" in hit[0] and "'FEMALE'" in hit[0], msgs
+    _, clean = said(lambda: load_csv(_zips(tmp_path)[0]))
+    assert not any("spells" in m for m in clean), clean
+
+
+def test_spelling_variants_inside_a_value_and_in_case_only(tmp_path):
+    p = tmp_path / "v.csv"
+    p.write_text("job\n" + "".join(v + "\n" for v in ["Adm clerical", "Adm  clerical", "Sales", "sales", "Other"] * 8))
+    _, msgs = said(lambda: load_csv(p))
+    hit = [m for m in msgs if "column 'job' spells 2 value(s)" in m]
+    assert len(hit) == 1, msgs
+
+
+def test_a_space_padded_release_is_said_to_every_metric(adult):
+    train, control = adult.iloc[:200].reset_index(drop=True), adult.iloc[200:].reset_index(drop=True)
+    syn = train.copy(); syn["sex"] = syn["sex"].astype(object)
+    syn.loc[:66, "sex"] = " " + syn.loc[:66, "sex"].astype(str)
+    msgs = release_problems(train, syn, control)
+    assert len(msgs) == 1 and "synthetic column 'sex' spells 67 of its 200 rows (34%) differently from train's" in msgs[0], msgs
+    assert release_problems(train, train.copy(), control) == []
+    from achilles.nobox import METRICS
+    r, got = said(lambda: METRICS["ims"]().evaluate(train, syn, control, rng=0))
+    assert any("spells 67 of its 200 rows" in m for m in got), got
