@@ -322,6 +322,8 @@ def cmd_nobox(args) -> int:
         stored = _stored(added, len(rep), f"kind metric, run {run}", args.results)
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4f}".format):
         print(rep.drop(columns=["parameters"]).to_string(index=False))
+    for name, res in getattr(rep, "results", {}).items():  # a NaN is never printed without its reason
+        if not np.isfinite(res.value): print(f"{name}: no value (NaN): {res.metrics.get('undefined', 'the metric gave no reason: please report it')}")
     if stored: print(stored)
     if args.out: print(f"written to {args.out}")
     return 0
@@ -1081,8 +1083,9 @@ def main(argv=None) -> int:
             term, stop = isinstance(stop, Terminated), None
             gc.collect()  # the interrupted work (and joblib's generator) goes now, while its warning is filtered
             how = "terminated (SIGTERM)" if term else "interrupted"
-            print(f"achilles {args.command}: {how}; every finished result is in the store, and the same command resumes",
-                  file=sys.stderr)
+            said = ("every finished result is in the store, and the same command resumes" if getattr(args, "results", None)
+                    else "this command stores nothing, so what it had not printed or written is lost: run it again")
+            print(f"achilles {args.command}: {how}; {said}", file=sys.stderr)
             code = 143 if term else 130
     if code in (130, 143):
         warnings.filterwarnings("ignore", category=UserWarning, module=r"joblib(\..*)?")  # and at exit

@@ -58,11 +58,13 @@ def test_a_perfect_test_reaches_the_ceiling_and_no_further():
 
 
 def test_auc_se_is_the_half_width_of_hanley_mcneil_and_says_nan_without_both_classes():
-    "auc_se against auc_interval's own formula at several AUCs and sizes; nan without IN or OUT; a perfect AUC still has a (tiny) error."
+    """auc_se against the variance auc_interval inverts, at several AUCs and sizes (the interval is a score interval since issue 40:
+    each end A sits at z * sqrt(V(A)) from the AUC); nan without IN or OUT; a perfect AUC still has a (tiny) error."""
     from achilles.core.results import auc_interval, auc_se
     for a, n1, n0 in [(0.5, 100, 100), (0.7, 30, 80), (0.93, 1000, 17), (0.2, 5, 5)]:
         lo, hi = auc_interval(a, n1, n0)
-        assert abs(auc_se(a, n1, n0) - (hi - lo) / (2 * 1.959963984540054)) < 1e-12 or lo == 0.0 or hi == 1.0
+        for b in (lo, hi):
+            assert abs(abs(b - a) - 1.959963984540054 * auc_se(b, n1, n0)) < 1e-9 or b in (0.0, 1.0)
     assert math.isnan(auc_se(0.5, 0, 5)) and math.isnan(auc_se(0.5, 5, 0)) and math.isfinite(auc_se(0.5, 1, 1))
     assert 0 < auc_se(1.0, 10, 10) < 1e-4
 

@@ -46,7 +46,9 @@ def test_resampled_means():
     g = np.random.default_rng(0)
     x = np.r_[np.ones(30), np.zeros(70)]
     np.testing.assert_array_equal(_resampled_means(x, 50, np.random.default_rng(1)),
-                                  np.random.default_rng(1).binomial(100, 0.3, size=50) / 100)  # 0/1: binomial draws
+                                  np.random.default_rng(1).beta(30.5, 70.5, size=50))  # 0/1: the rate's Jeffreys posterior
+    z = _resampled_means(np.zeros(4), 4000, np.random.default_rng(1))  # 0 of 4: still uncertain (a binomial redraw: all 0)
+    assert z.min() >= 0 and np.quantile(z, 0.975) == pytest.approx(0.43, abs=0.05)
     s = np.array([1000.0, 0.0, 0.0, 0.0])  # scores: index resampling, every index reachable
     m = _resampled_means(s, 4000, g)
     assert m.mean() == pytest.approx(250, rel=0.05) and (m > 0).mean() > 0.6

@@ -447,11 +447,14 @@ def test_nrmse_edges_and_bootstrap_draws():
     g = np.random.default_rng(4)
     bt, bc = _boot_nrmse(sq_t, 10.0, 10, g), _boot_nrmse(sq_c, 10.0, 10, g)
     e = (bt - bc) / (1 - bc)
-    assert (r.ci_low, r.ci_high) == pytest.approx((np.quantile(e, 0.25), np.quantile(e, 0.75)))
+    q = np.quantile(e, 0.25), np.quantile(e, 0.75)  # the percentile interval, widened to hold the value where it does not
+    assert (r.ci_low, r.ci_high) == pytest.approx((min(q[0], r.value), max(q[1], r.value)))
+    assert r.metrics.get("ci_widened_to_value", False) == (not q[0] <= r.value <= q[1])
     one = nrmse_risk([4.0], [1.0], 10.0, name="x", rng=0)  # one prediction each is enough
     assert one.value == pytest.approx((0.8 - 0.9) / (1 - 0.9))
     perfect = nrmse_risk([1.0], [0.0, 0.0], 10.0, name="x", rng=0)  # the control is predicted exactly: E is undefined
     assert math.isnan(perfect.value) and perfect.control_rate == 1.0
+    assert math.isnan(perfect.ci_low) and "the control records are predicted exactly" in perfect.metrics["undefined"]  # said, no interval
     assert nrmse_risk([1.0], None, 10.0, name="x", rng=0).metrics["n_control"] == 0
 
 
@@ -512,7 +515,7 @@ def test_gtcap_numeric_keys_only_and_the_synthetic_orientations_errors():
     np.testing.assert_array_equal(den, near.sum(1)); np.testing.assert_array_equal(num, (near & close).sum(1))
     t = pd.DataFrame({"k": ["a", "b", "c"], "s": ["x", "y", "x"]})
     s1 = pd.DataFrame({"k": ["a", "d", "e"], "s": ["x", "y", "y"]})  # one synthetic record shares its key with a training one
-    c1 = pd.DataFrame({"k": ["e", "f", "g"], "s": ["y", "y", "x"]})
+    c1 = pd.DataFrame({"k": ["e", "f", "g"] * 4, "s": ["y", "y", "x"] * 4})  # MIN_CONTROL records and more
     r1 = GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1, rng=0)
     assert r1.attack_rate == 1.0 and r1.control_rate == 1.0
     with pytest.raises(ValueError, match="training record"):
@@ -520,7 +523,7 @@ def test_gtcap_numeric_keys_only_and_the_synthetic_orientations_errors():
     with pytest.raises(ValueError, match="shares its key with a training record at radius"):  # even when the control set has a match
         GTCAP(secret="s", orientation="synthetic").evaluate(t, s1.assign(k=["e", "q", "r"]), c1, rng=0)
     with pytest.raises(ValueError, match="control record"):
-        GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1.assign(k=["p", "q", "r"]), rng=0)
+        GTCAP(secret="s", orientation="synthetic").evaluate(t, s1, c1.assign(k=["p", "q", "r"] * 4), rng=0)
     one = gtcap_radius_sweep(t, s1, c1, radii=[0.1], secret="s", orientation="synthetic", rng=0)
     assert one["radius"].tolist() == [0.1] and one["attack_rate"].tolist() == [1.0]  # one radius is a sweep too
 

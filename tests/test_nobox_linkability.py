@@ -164,7 +164,7 @@ def test_bad_arguments(leaky):
     with pytest.raises(ValueError, match="lacks the column"):
         Linkability().evaluate(s.train, s.synthetic.drop(columns="age"), s.control)
     with pytest.raises(ValueError, match="at least 2 columns"):
-        one = pd.DataFrame({"a": [1, 2, 3]})
+        one = pd.DataFrame({"a": list(range(12))})
         Linkability().evaluate(one, one, one)
     assert check_aux_cols(None) is None
 

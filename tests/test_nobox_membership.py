@@ -122,12 +122,13 @@ def test_classifier_mia_precision_is_zero_when_nothing_is_called_a_member(monkey
     assert m["MIA precision"] == 0.0 and m["MIA recall"] == 0.0
 
 
-def test_classifier_mia_needs_four_control_records_and_no_more(monkeypatch):
+def test_classifier_mia_needs_min_control_records_and_no_more(monkeypatch):
+    from achilles.core.base import MIN_CONTROL
     tr, syn, ct = _tables()
     monkeypatch.setattr(ClassifierMIA, "_model", lambda self, seed: _Stub(seed))
-    assert np.isfinite(ClassifierMIA(num_eval_iter=1).evaluate(tr, syn, ct.iloc[:4], rng=0).attack_rate)
-    with pytest.raises(ValueError, match="at least 4 control"):
-        ClassifierMIA(num_eval_iter=1).evaluate(tr, syn, ct.iloc[:3], rng=0)
+    assert np.isfinite(ClassifierMIA(num_eval_iter=1).evaluate(tr, syn, ct.iloc[:MIN_CONTROL], rng=0).attack_rate)
+    with pytest.raises(ValueError, match=f"classifier_mia: control has {MIN_CONTROL - 1} record.s.; it needs at least {MIN_CONTROL}"):
+        ClassifierMIA(num_eval_iter=1).evaluate(tr, syn, ct.iloc[:MIN_CONTROL - 1], rng=0)
 
 
 # --- DPI: the reference size and a control record whose own row is crowded out by its duplicates ---------------------------

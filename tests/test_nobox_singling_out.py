@@ -537,7 +537,7 @@ def test_no_possible_guess_is_a_clear_error():
 def test_too_few_queries_warns():
     df = pd.DataFrame({"a": list("xxyyz"), "b": [1, 2, 2, 3, 3]})  # a == 'z', b == 1, b <= 1: three queries
     with pytest.warns(UserWarning, match="only 3 of the 500 queries"):
-        r = SinglingOut(mode="univariate", n_attacks=500).evaluate(df, df, df, rng=0)
+        r = SinglingOut(mode="univariate", n_attacks=500).evaluate(df, df, pd.concat([df, df]), rng=0)
     assert r.n == 3
 
 
@@ -667,7 +667,7 @@ def test_result_labels_attempts_and_sizes(leaky):
 def test_one_guess_is_enough():
     df = pd.DataFrame({"a": list("xxyyz"), "b": list("pqpqp")})  # `a == 'z'` is the only query that singles out
     with pytest.warns(UserWarning, match="only 1 of the 50 queries"):
-        r = SinglingOut(mode="univariate", n_attacks=50).evaluate(df, df, df, rng=0)
+        r = SinglingOut(mode="univariate", n_attacks=50).evaluate(df, df, pd.concat([df, df]), rng=0)
     assert r.n == 1 and r.attack_rate == 1.0
 
 

@@ -71,7 +71,7 @@ def test_knn_sweep_equals_the_metric_for_every_k():
 def test_ims_matches_rows_on_their_values():
     df = pd.DataFrame({"c": pd.Categorical(["a", "b", "a", "c"]), "x": [1, 2, 3, 4]})
     syn = pd.DataFrame({"c": ["a", "b", "z", "c"], "x": [1.0, 2.5, 3.0, 4.0]})  # object dtype, floats: rows 0 and 3 match
-    ctl = pd.DataFrame({"c": pd.Categorical(["a", "b"]), "x": [1, 9]})
+    ctl = pd.DataFrame({"c": pd.Categorical(["a", "b"] * 5), "x": [1, 9] * 5})  # MIN_CONTROL records, half of them copied
     r = IMS(schema=Schema.from_dataframe(df)).evaluate(df, syn, ctl, rng=0)
     assert r.attack_rate == 0.5 and r.control_rate == 0.5 and r.value == 0.0
     assert r.metrics["synthetic_rows_copied"] == 0.5

@@ -18,8 +18,8 @@ from .rng import check_rng, child_seeds
 from .validate import check_int
 
 # %% auto #0
-__all__ = ['check_encoded', 'Generator', 'check_schema', 'encode_dataset', 'encode_target', 'MembershipAttack', 'PrivacyMetric',
-           'common_schema']
+__all__ = ['MIN_CONTROL', 'check_encoded', 'Generator', 'check_schema', 'encode_dataset', 'encode_target', 'MembershipAttack',
+           'PrivacyMetric', 'common_schema']
 
 # %% ../../nbs/00_core/06_base.ipynb #3c3f3a5a
 def check_encoded(enc, schema: Schema, name="enc") -> Encoded:
@@ -283,12 +283,15 @@ def _check_fitted(self: MembershipAttack):
         raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(datasets, labels) first")
 
 # %% ../../nbs/00_core/06_base.ipynb #3ae69b17
+MIN_CONTROL = 10  # a metric refuses a control (holdout) table of fewer records: its rate's interval would be wider than any risk it is compared with
+
 class PrivacyMetric:
     "Base class of no-box privacy metrics: `evaluate(train, synthetic, control=None, *, rng=None) -> RiskResult`."
     name: str = "metric"  # the registry name
     direction: str = "higher"  # "higher": a larger value means more risk
     needs_control: bool = False  # True: `control` is required
     tables: tuple = ("train", "synthetic", "control")  # how messages name the three tables
+    min_control: int = MIN_CONTROL  # fewest control records the metric accepts (a peer's own definition, ported for parity, sets 1)
 
     def __init__(self, schema: Schema | None = None):
         self.schema = schema
@@ -305,6 +308,10 @@ class PrivacyMetric:
                 raise ValueError(f"{type(self).__name__} needs a {k} table (real records not used for training)")
             if not isinstance(t, pd.DataFrame): raise TypeError(f"{k} must be a pandas DataFrame, got {type(t).__name__}")
             if len(t) == 0: raise ValueError(f"{k} is empty; pass at least one record")
+        if control is not None and len(control) < self.min_control:
+            raise ValueError(f"{self.name}: control has {len(control)} record(s); it needs at least {self.min_control} (MIN_CONTROL): "
+                             f"from {len(control)}, a control rate of 0 may be anything up to {1 - 0.025 ** (1 / len(control)):.2f} (95 %), "
+                             "wider than any risk it is compared with; pass more control records, or none where the metric allows it")
         for k, t in tables.items():  # the columns and their kinds must agree before a schema is built from them
             if t is None or k == "train": continue
             missing = [c for c in train.columns if c not in t.columns]

@@ -54,6 +54,10 @@ class Column:
             if not (np.isfinite(self.lower) and np.isfinite(self.upper)) or self.lower > self.upper:
                 raise ValueError(f"column {self.name!r}: continuous range lower={self.lower}, upper={self.upper} "
                                  "must be finite with lower <= upper")
+            with np.errstate(over="ignore"):
+                if not np.isfinite(float(self.upper) - float(self.lower)):
+                    raise ValueError(f"column {self.name!r}: continuous range [{self.lower:g}, {self.upper:g}] is wider than float64 "
+                                     "can hold; rescale the column")
 
     @property
     def is_categorical(self) -> bool: return self.kind == CATEGORICAL
@@ -153,6 +157,13 @@ class Schema:
         cols = []
         for name in df.columns:
             s = df[name]
+            if pd.api.types.is_complex_dtype(s):
+                raise ValueError(f"column {name!r} holds complex numbers (dtype {s.dtype}, e.g. {s.dropna().iloc[0]!r}); achilles reads real "
+                                 "numbers and categories: split it into its real and imaginary parts")
+            if pd.api.types.is_datetime64_any_dtype(s) or pd.api.types.is_timedelta64_dtype(s) or isinstance(s.dtype, pd.PeriodDtype):
+                raise ValueError(f"column {name!r} holds dates or times (dtype {s.dtype}): as categories every timestamp would be a value of "
+                                 "its own; make it a number first, e.g. days since 1970-01-01: (df[col] - pd.Timestamp('1970-01-01')).dt.days, "
+                                 "as load_csv does for a CSV")
             kind = types.get(name, CONTINUOUS if _is_numeric(s) else CATEGORICAL)
             if kind not in KINDS:
                 raise ValueError(f"column {name!r}: type {kind!r} is not a column type; use one of {KINDS}")
@@ -172,6 +183,10 @@ class Schema:
                     bad = s.index[int(np.argmax(np.isinf(v)))]
                     raise ValueError(f"column {name!r}: non-finite value {s[bad]!r} at row {bad!r}")
                 p = v[~miss]
+                with np.errstate(over="ignore"): wide = not np.isfinite(p.max() - p.min())
+                if wide:
+                    raise ValueError(f"column {name!r} spans [{p.min():g}, {p.max():g}], a range whose width float64 cannot hold; "
+                                     "rescale it (e.g. divide by a power of ten) or declare it categorical")
                 integer = bool(pd.api.types.is_integer_dtype(s)) or bool(miss.any() and np.all(p == np.round(p)))
                 cols.append(Column(str(name), CONTINUOUS, lower=float(p.min()), upper=float(p.max()), integer=integer,
                                    missing=bool(miss.any())))
@@ -301,7 +316,11 @@ def encode(df: pd.DataFrame,  # table with (at least) the schema's columns
                     raise ValueError(f"column {col.name!r}: value {float(v[i])!r} at row {s.index[i]!r} is outside the schema's "
                                      f"range [{col.lower:g}, {col.upper:g}]; pass out_of_range='clip' or 'keep'")
             width = col.upper - col.lower
-            x = (v - col.lower) / width if width > 0 else np.zeros_like(v)
+            with np.errstate(over="ignore", invalid="ignore"): x = (v - col.lower) / width if width > 0 else np.zeros_like(v)
+            if not np.isfinite(x).all():
+                i = int(np.argmax(~np.isfinite(x)))
+                raise ValueError(f"column {col.name!r}: value {float(v[i])!r} at row {s.index[i]!r} lies too far from the schema's range "
+                                 f"[{col.lower:g}, {col.upper:g}] to be scaled (the difference overflows float64); rescale the column")
             if out_of_range == "clip":
                 out = (v < col.lower) | (v > col.upper)
                 if out.any(): _warn_clipped(col, v, out, s.index)
@@ -628,7 +647,13 @@ _TYPES_EXPECTED = 'an object mapping column -> "categorical" or "continuous", e.
 def _types_from_json(path) -> dict:
     p = Path(path)
     if not p.is_file(): raise FileNotFoundError(f"types={str(p)!r}: no such JSON file")
-    try: out = json.loads(p.read_text(encoding="utf-8"))
+    def once(pairs):  # a key twice in one JSON object: json.loads would keep the last silently
+        seen = {}
+        for k, v in pairs:
+            if k in seen: raise ValueError(f"types={str(p)!r} names {k!r} twice ({seen[k]!r} and {v!r}); give each column one type")
+            seen[k] = v
+        return seen
+    try: out = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=once)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"types={str(p)!r} is not valid JSON: {e}") from None
     if isinstance(out, dict) and isinstance(out.get("columns"), list):  # a saved `Schema.to_dict()`
@@ -651,7 +676,10 @@ def parse_types(types: str | Path | Mapping | None) -> dict:
             for part in str(types).split(","):
                 if not part.strip(): continue
                 if ":" not in part: raise ValueError(f"types entry {part!r} must look like 'column:kind' (kind in {KINDS})")
-                k, v = part.rsplit(":", 1); out[k.strip()] = v.strip()
+                k, v = (x.strip() for x in part.rsplit(":", 1))
+                if k in out:
+                    raise ValueError(f"types names column {k!r} twice ({out[k]!r} and {v!r}); give each column one type")
+                out[k] = v
     else:
         raise InvalidParameterError(f"types={types!r} must be a mapping, a JSON file or a 'col:kind,col:kind' string, "
                                     f"not {type(types).__name__}; expected {_TYPES_EXPECTED}")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.registry import Registry
-from ..core.results import RiskResult, wilson_interval
+from ..core.results import RiskResult, held_interval, wilson_interval
 from ..core.rng import check_rng
 from ..core.validate import check_fraction, check_int
 
@@ -122,9 +122,13 @@ def leaky_setting(df: pd.DataFrame,  # the real data D
 
 # %% ../../nbs/35_nobox/00_nobox.ipynb #e354709e
 def _resampled_means(x: np.ndarray, n_boot: int, g: np.random.Generator) -> np.ndarray:
-    "Means of n_boot resamples (with replacement) of x: binomial draws for 0/1 outcomes, index resampling otherwise."
+    """Means of n_boot resamples of x: for 0/1 outcomes, draws of the rate from its Jeffreys posterior Beta(k + 1/2, n - k + 1/2)
+    (a binomial redraw at the observed rate has no spread at all when it is 0 or 1: 0 hits among 4 control records gave the control
+    rate a point interval); index resampling otherwise."""
     n = len(x)
-    if np.isin(x, (0.0, 1.0)).all(): return g.binomial(n, x.mean(), size=n_boot) / n
+    if np.isin(x, (0.0, 1.0)).all():
+        k = float(x.sum())
+        return g.beta(k + 0.5, n - k + 0.5, size=n_boot)
     return x[g.integers(0, n, size=(n_boot, n))].mean(axis=1)
 
 def control_risk(train_outcomes,  # per-record outcomes of the attack on training records (1/0 or scores)
@@ -168,7 +172,9 @@ def control_risk(train_outcomes,  # per-record outcomes of the attack on trainin
     boot = boot[np.isfinite(boot)]
     a = (1 - check_fraction("confidence", confidence)) / 2
     lo, hi = (float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))) if len(boot) else (math.nan, math.nan)
-    m = dict(n_control=0 if c is None else len(c))
+    lo, hi, said = held_interval(value, lo, hi, f"the control rate ({ec:g}) already is the attack's best possible rate ({best:g}): no "
+                                 "excess over real records the generator never saw can be measured")
+    m = dict(n_control=0 if c is None else len(c), **said)
     for label, x in (("attack_rate", t), ("control_rate", c)):
         if x is not None and np.isin(x, (0.0, 1.0)).all():
             m[f"{label}_ci_low"], m[f"{label}_ci_high"] = wilson_interval(int(x.sum()), len(x), confidence)

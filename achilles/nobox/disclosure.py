@@ -81,6 +81,7 @@ def _protection(scores) -> float:
 class _Attribution(PrivacyMetric):
     "Shared parameters of the attribution metrics: the secret, the known columns, the method, the bins."
     needs_control = True
+    min_control = 1  # peers' own definitions (SDMetrics' CAP), checked by hand on tiny tables (MIN_CONTROL binds our metrics)
     def __init__(self,
                  secret: str | None = None,  # the secret column (None: the last column)
                  aux_cols=None,  # the known columns (None: every other column)

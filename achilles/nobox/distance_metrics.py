@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from ..core.base import PrivacyMetric
 from ..core.data import CONTINUOUS, Column, Schema
-from ..core.results import RiskResult
+from ..core.results import RiskResult, held_interval
 from ..core.rng import check_rng
 from ..core.validate import check_float, check_int, check_n_jobs
 from ..neighbours import NeighbourData, nearest
@@ -53,7 +53,12 @@ def peer_risk(name: str,  # the result's name
     lo, hi = (float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))) if len(boot) else (math.nan, math.nan)
     m = dict(figure_train=t, figure_control=c, figure_best=float(best))
     m.update(metrics or {})
-    return RiskResult(name=name, value=float(risk(t, c)), ci_low=lo, ci_high=hi, ci_method="bootstrap", confidence=confidence,
+    value = float(risk(t, c))
+    why = (f"the figure on the control set ({c:g}) already is its most risky value ({best:g}): no excess over real records the "
+           "generator never saw can be measured" if cp is not None and c == best else
+           f"the figure is undefined on these tables (train {t:g}, control {c:g})")
+    lo, hi, said = held_interval(value, lo, hi, why); m.update(said)
+    return RiskResult(name=name, value=value, ci_low=lo, ci_high=hi, ci_method="bootstrap", confidence=confidence,
                       direction="higher", attack_rate=t, baseline_rate=float(baseline_rate), control_rate=c,
                       n=int(len(tp[0])), metrics=m, parameters=dict(parameters or {}))
 
@@ -105,6 +110,7 @@ def _mean(x): return float(np.mean(x)) if len(x) else math.nan
 class _PeerDistance(PrivacyMetric):
     "Shared parameters of the distance metrics: the engine's metric, threads, bootstrap replicates, the random baseline."
     needs_control = True
+    min_control = 1  # a peer's own definition: its parity with the peer is checked by hand on tables of 2 to 4 rows (MIN_CONTROL binds our metrics)
     def __init__(self,
                  distance: str = "gower",  # a metric of `achilles.neighbours` (SynthEval's default: Gower)
                  baseline: bool = True,  # also compute the figure for a uniform random release

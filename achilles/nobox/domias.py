@@ -130,6 +130,7 @@ class DOMIAS(PrivacyMetric):
     "DOMIAS (Eq. 6): synthetic over reference KDE density, scored on training vs control records; value max(0, 2·AUC − 1)."
     name = "domias"
     needs_control = True
+    min_control = 1  # AUC-based: its interval (`auc_interval`, a score interval) holds its coverage down to a few records each side
     def __init__(self,
                  reference: pd.DataFrame | None = None,  # real records disjoint from train and control (None: split the control set)
                  density: str = "kde",  # the density estimator: "kde" (a diagonal Gaussian KDE; BNAF is not offered)

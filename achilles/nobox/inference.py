@@ -12,7 +12,7 @@ import pandas as pd
 from ..core.base import PrivacyMetric
 from ..core.data import Schema
 from ..core.registry import MissingExtra
-from ..core.results import RiskResult, wilson_interval
+from ..core.results import RiskResult, held_interval, wilson_interval
 from ..core.rng import int_seed
 from ..core.runtime import limit_threads
 from ..core.validate import check_choice, check_float, check_fraction, check_int, check_n_jobs
@@ -174,9 +174,11 @@ def nrmse_risk(sq_train,  # squared prediction errors on the training records
     a = (1 - check_fraction("confidence", confidence)) / 2
     lo, hi = (float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))) if len(boot) else (math.nan, math.nan)
     value = et if c is None else (risk(et, ec) if ec < 1 else math.nan)
+    lo, hi, said = held_interval(float(value), lo, hi, f"the control records are predicted exactly (NRMSE 0, score {ec:g} = e*): "
+                                 "no excess over real records the generator never saw can be measured")
     return RiskResult(name=name, value=float(value), ci_low=lo, ci_high=hi, ci_method="bootstrap", confidence=confidence,
                       direction="higher", attack_rate=et, baseline_rate=float(baseline_rate), control_rate=ec, n=len(t),
-                      metrics=dict(n_control=0 if c is None else len(c), **(metrics or {})), parameters=dict(parameters or {}))
+                      metrics=dict(n_control=0 if c is None else len(c), **(metrics or {}), **said), parameters=dict(parameters or {}))
 
 # %% ../../nbs/35_nobox/04_inference.ipynb #5618dd00
 MODELS = ("hgb", "xgboost")

@@ -90,6 +90,10 @@ def bench_audit(n: int = 200,  # records audited in the timed pool
     baseline = baseline or os.environ.get(BASELINE_ENV) or None
     if baseline is not None: baseline = _check_baseline(baseline)
     if population and release: raise ValueError("population=True and release=True: time one design at a time")
+    if not (population or release) and (dataset != "adult" or path is not None):
+        given = f"dataset={dataset!r}" if dataset != "adult" else f"path={path!r}"
+        raise ValueError(f"{given} (--dataset / --path) applies to the population or release design (--population / --release); "
+                         "the default bench audit times Adult, the table its figures are compared on")
     if population or release:
         return bench_population(dataset, path=path, generator=generator, n_shadow=n_shadow, n_test=n_test, jobs=jobs, verbose=verbose,
                                 design="release" if release else "population")

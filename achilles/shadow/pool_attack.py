@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from ..core.data import Encoded, Schema
 from ..core.registry import Registry
-from ..core.results import (FPR_LEVELS, auc_interval, auc_p_value, clopper_pearson, eps_ceiling, epsilon_bounds, gdp_epsilon,
+from ..core.results import (FPR_LEVELS, _wald_low, auc_interval, auc_p_value, clopper_pearson, eps_ceiling, epsilon_bounds, gdp_epsilon,
                                  gdp_mu_lower)
 from ..core.rng import check_rng
 from ..core.runtime import limit_threads, scratch
@@ -710,7 +710,7 @@ def _stack(Ctr: np.ndarray, ytr: np.ndarray, Cte: np.ndarray, fallback: int, Cx:
     prior = math.log(n1 / n0)
     mu, sd = Ctr.mean(0), Ctr.std(0)
     ok = sd > 1e-12 * np.maximum(1.0, np.abs(mu))
-    for j in np.flatnonzero(ok): ok[j] = auc_interval(auc_score(ytr, Ctr[:, j]), n1, n0)[0] > 0.5
+    for j in np.flatnonzero(ok): ok[j] = _wald_low(auc_score(ytr, Ctr[:, j]), n1, n0) > 0.5
     if not ok.any() and 0 <= fallback < len(ok) and sd[fallback] > 1e-12 * max(1.0, abs(mu[fallback])): ok[fallback] = True
     w = np.zeros(Ctr.shape[1])
     order = np.argsort(ytr, kind="stable")
