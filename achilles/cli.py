@@ -95,8 +95,8 @@ def check_output(path,  # the file a command is about to write
         return given
     check_writable(p, what)
     if p.exists() and not force:
-        raise ValueError(f"{what}={str(given)!r}{_via(given, p)} exists and achilles does not overwrite files it did not create; "
-                         "choose another name or pass --force")
+        raise ValueError(f"{what}={str(given)!r}{_via(given, p)} exists, and achilles never replaces an existing file without --force (not even one it wrote itself: a "
+                         "rerun's output may be the only copy of an earlier result); choose another name or pass --force")
     return given
 
 def _output_kind(p: Path) -> str:
@@ -303,8 +303,21 @@ def cmd_nobox(args) -> int:
     if args.out: check_output(args.out, inputs, args.force, protected=[("--results", args.results)])  # before anything is created
     store = open_store(args.results, inputs)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    _build_metrics(metrics, {})  # unknown names fail here, before the data is read
+    spec = [m for m in metrics or [] if "(" in m or "=" in m]
+    if spec:
+        name = spec[0].split("(")[0].split("=")[0]
+        raise ValueError(f"--metrics takes metric names, and {spec[0]!r} has parameters: the command runs each metric with its defaults; "
+                         f"set them in Python (achilles.nobox.METRICS[{name!r}](...).evaluate(...)), or pass --metrics {name}")
+    built = _build_metrics(metrics, {})  # unknown names fail here, before the data is read
     train, synthetic, control, schema, label = _nobox_tables(args)
+    need = [n for n, m in built.items() if m.needs_control]
+    if need and control is None and metrics is None:  # the default set without a control table: the metrics that can run, said
+        metrics = [n for n in built if n not in need]
+        print(f"achilles nobox: no --control, so {', '.join(need)} (which need real records the generator never saw) are left out",
+              file=sys.stderr)
+    elif need and control is None:
+        raise ValueError(f"the metric(s) {need} need real records the generator never saw: pass --control FILE, or leave them out of "
+                         "--metrics")
     aux = [c.strip() for c in args.aux_cols.split(",") if c.strip()] if args.aux_cols else None
     _build_metrics(metrics, dict(schema=schema))
     print(f"achilles nobox: {label}: {len(train):,} training, {len(synthetic):,} synthetic, "
@@ -521,8 +534,10 @@ def cmd_report(args) -> int:
     else: (df, schema), name = _load(args), args.dataset
     print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {args.records} records audited with "
           f"{args.n_datasets} datasets of {args.dataset_size}, seed {args.seed}", flush=True)
+    top = args.top if args.top is not None else min(20, args.records)  # the defaults never ask for more records than are audited
+    args.remedy_top = args.remedy_top if args.remedy_top is not None else max(1, min(10, args.records // 2))  # the removed and the next ones
     rep = custodian_report(df, schema, args.generator, gparams, records=args.records, n_datasets=args.n_datasets,
-                           dataset_size=args.dataset_size, top=args.top, remedy_top=args.remedy_top, rng=args.seed, n_jobs=args.jobs,
+                           dataset_size=args.dataset_size, top=top, remedy_top=args.remedy_top, rng=args.seed, n_jobs=args.jobs,
                            store=store, cache_dir=args.cache_dir or None, name=name, verbose=not args.quiet)
     write_output(args.out, rep.to_html().encode("utf-8"))  # first: checked before the work; on failure it is saved elsewhere
     print(rep.summary())
@@ -874,8 +889,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--records", type=_COUNT, default=200, help="records audited (a seeded random sample; default 200)")
     rp.add_argument("--n-datasets", type=_POS, default=400, help="synthetic datasets in each audit's pool (default 400)")
     rp.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
-    rp.add_argument("--top", type=_POS, default=20, help="riskiest records listed with reasons (default 20)")
-    rp.add_argument("--remedy-top", type=_POS, default=10, help="riskiest records the remedies remove / suppress (default 10)")
+    rp.add_argument("--top", type=_POS, default=None, help="riskiest records listed with reasons (default 20, or --records if fewer)")
+    rp.add_argument("--remedy-top", type=_POS, default=None, help="riskiest records the remedies remove / suppress (default 10, or --records if fewer)")
     rp.add_argument("--out", required=True, help="the HTML page to write (never over an existing file without --force)")
     rp.add_argument("--force", action="store_true", help="allow --out to replace an existing file (never an input)")
     rp.add_argument("--seed", type=int, default=0); rp.add_argument("--jobs", type=_JOBS, default=1)
@@ -1042,8 +1057,28 @@ class _OncePerCommand:
         if key in self.seen: return
         self.seen.add(key); self.show(message, category, *a, **k)
 
+def _cap_jobs(args) -> None:
+    "--jobs above this machine's usable cores is capped to them, and said once (1,000 worker processes on 2 cores help nobody)."
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    j = getattr(args, "jobs", None)
+    if isinstance(j, int) and j > n:
+        print(f"achilles {args.command}: --jobs {j} is more than the {n} usable core(s) here: {n} are used", file=sys.stderr)
+        args.jobs = n
+
+class _Discard:
+    "A stand-in for a closed standard output: what is printed goes nowhere (results still go to --out and the store)."
+    encoding = "utf-8"
+    def write(self, s): return len(s)
+    def flush(self): pass
+    def isatty(self): return False
+
 def main(argv=None) -> int:
     "Entry point of the `achilles` console script: one line per error (exit 2; 1 for a failure that is not the input's), 130 on Ctrl-C, 143 on SIGTERM, 141 on a closed pipe."
+    closed = [name for name in ("stdout", "stderr") if getattr(sys, name) is None]  # started with `>&-`: Python sets it to None
+    for name in closed: setattr(sys, name, _Discard())
+    if "stdout" in closed and "stderr" not in closed:
+        print("achilles: standard output is closed: what this command prints is discarded (its results still go to --out and the "
+              "store)", file=sys.stderr)
     try: args = build_parser().parse_args(argv)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2  # --help: 0; a bad argument: 2, already said in one line
     import threading
@@ -1059,6 +1094,7 @@ def main(argv=None) -> int:
         warnings.filterwarnings("ignore", message=r".*tasks which were still being processed by the workers have been cancelled",
                                 category=UserWarning)
         try:
+            _cap_jobs(args)
             from joblib import parallel_config
             with parallel_config(backend="loky", initializer=ignore_sigint):  # Ctrl-C is the parent's: workers print nothing
                 code = args.func(args)

@@ -283,6 +283,14 @@ def _check_fitted(self: MembershipAttack):
         raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(datasets, labels) first")
 
 # %% ../../nbs/00_core/06_base.ipynb #3ae69b17
+def _name_types(missing, have) -> str:
+    "A hint when the missing column names are there, as another type (the text '0' against the number 0)."
+    by_text = {str(c): c for c in have}
+    pair = next(((m, by_text[str(m)]) for m in missing if str(m) in by_text), None)
+    if pair is None: return ""
+    return (f": the names differ only in type ({pair[0]!r}, a {type(pair[0]).__name__}, against {pair[1]!r}, a {type(pair[1]).__name__}), as "
+            "when one table was read from a CSV and the other built in Python; name them alike, e.g. df.columns = df.columns.astype(str)")
+
 MIN_CONTROL = 10  # a metric refuses a control (holdout) table of fewer records: its rate's interval would be wider than any risk it is compared with
 
 class PrivacyMetric:
@@ -316,13 +324,13 @@ class PrivacyMetric:
             if t is None or k == "train": continue
             missing = [c for c in train.columns if c not in t.columns]
             if missing and self.schema is None:
-                raise ValueError(f"{k} lacks the column(s) {missing} of train; it has {list(t.columns)[:20]}")
+                raise ValueError(f"{k} lacks the column(s) {missing[:20]} of train; it has {list(t.columns)[:20]}{_name_types(missing, t.columns)}")
         schema = self.schema if self.schema is not None else common_schema(*[t for t in tables.values() if t is not None])
         check_schema(schema)
         for k, t in tables.items():
             if t is None: continue
             missing = [c for c in schema.names if c not in t.columns]
-            if missing: raise ValueError(f"{k} lacks the column(s) {missing} of the schema; it has {list(t.columns)[:20]}")
+            if missing: raise ValueError(f"{k} lacks the column(s) {missing[:20]} of the schema; it has {list(t.columns)[:20]}{_name_types(missing, t.columns)}")
             for c in schema.continuous:
                 if not pd.api.types.is_numeric_dtype(t[c]) or pd.api.types.is_bool_dtype(t[c]):
                     raise ValueError(f"{k}[{c!r}] has dtype {t[c].dtype}, but {c!r} is a number column (in train); "

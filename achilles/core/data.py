@@ -464,6 +464,10 @@ def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or 
                    ) -> pd.DataFrame:
     "The 2011 UK census teaching file: `Person ID` dropped, all 17 columns categorical (`category` dtype over their codes)."
     if path is None:
+        env = os.environ.get(CENSUS_ENV)
+        if env and not Path(env).exists():
+            raise FileNotFoundError(f"{CENSUS_ENV}={env!r} is set, but no such file exists: point it at the census CSV (the 2011 "
+                                    "Census Microdata Teaching File from the ONS), or pass path=...")
         path = census_path()
         if path is None: raise FileNotFoundError(CENSUS_HOWTO)
     path = Path(path)

@@ -272,6 +272,10 @@ def _check_table_size(cards, degree: int, bins: int) -> None:
 @patch
 def _check_params(self: BayNet):
     bins = _check_bins(self.histogram_bins)
+    if isinstance(self.degree, (int, np.integer)) and not isinstance(self.degree, bool) and 1 <= self.degree and len(self.schema) - 1 < self.degree:
+        raise ValueError(f"BayNet with degree={self.degree} needs at least {self.degree + 1} columns (each column learns from up to "
+                         f"{self.degree} parents); the table has {len(self.schema)} ({self.schema.names[:3]}): add columns, pass "
+                         f"degree={len(self.schema) - 1}, or use the generator 'independent'")
     degree = check_int("degree", self.degree, lo=0, hi=len(self.schema) - 1)
     check_float("smoothing", self.smoothing, lo=0.0)
     _check_table_size(discrete_cardinalities(self.schema, bins), degree, bins)

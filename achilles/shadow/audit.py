@@ -19,7 +19,7 @@ from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflati
 from ..core.rng import seed_child, seed_root
 from ..core.runtime import limit_threads, progress, scratch
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
-from ..queries import _check_schema
+from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
 from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, COPY, DCR, DEFAULT_ATTACKS, FAMILIES, GENLRA, QUERY, RAREST,
@@ -178,9 +178,13 @@ def _check_seed(rng) -> None:
 def _audit_table(data, schema: Schema | None, name: str | None) -> tuple:
     "(table, schema, label) of an audit's data: a DataFrame (label 'custom'), or a dataset name / CSV path read with its schema."
     if isinstance(data, pd.DataFrame): df, label = data, "custom"
+    elif not isinstance(data, (str, os.PathLike)):
+        what = f"a {type(data).__module__.split('.')[0]} {type(data).__name__}" + (f" of shape {data.shape}" if hasattr(data, "shape") else "")
+        raise TypeError(f"df must be a pandas DataFrame, a dataset name or the path of a CSV; got {what}: wrap an array as "
+                        "pd.DataFrame(array, columns=[...]) so that each column has a name and a type")
     else: (df, sch), label = load_dataset(str(data)), dataset_label(str(data)); schema = schema or sch
     schema = schema or Schema.from_dataframe(df)
-    _check_schema(schema)
+    check_schema(schema)  # a Schema; no column limit: the audit's query families take subsets by index (`query_order`), not int64 masks
     return df, schema, name or label
 
 def _targets(records, df: pd.DataFrame, rng) -> np.ndarray:
