@@ -157,3 +157,21 @@ def test_dpi_drops_the_farthest_neighbour_when_duplicates_crowd_out_a_record_its
     # the duplicates' nearest are other duplicates (and the synthetic 0.0 at distance 0): at most one synthetic among 2
     assert set(np.round(sc[:5], 12)) <= {round(sig(0.0), 12), round(sig(1.0), 12)}
     assert st[1] == pytest.approx(sig(2.0))  # 10.5 sits between the synthetic 10 and 11
+
+
+def test_dpi_says_when_it_reads_a_copying_release():
+    "Issue 40: DPI scored a verbatim copy at 0.04 where DCR-diff gave 0.68, silently. Its definition stays the peer's; it now says so."
+    import warnings
+    from achilles.core.data import DataWarning, load_adult
+    from achilles.nobox.membership import DPI
+    a = load_adult().sample(900, random_state=2).reset_index(drop=True)
+    tr, ct, other = a.iloc[:300], a.iloc[300:600], a.iloc[600:]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = DPI().evaluate(tr, tr.copy(), ct, rng=0)
+    said = [str(x.message) for x in w if issubclass(x.category, DataWarning) and str(x.message).startswith("dpi:")]
+    assert r.metrics["verbatim_copies"] == 1.0 and len(said) == 1 and "100% of the training records have a verbatim copy" in said[0]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = DPI().evaluate(tr, other, ct, rng=0)
+    assert r.metrics["verbatim_copies"] < 0.05 and not [x for x in w if str(x.message).startswith("dpi:")]

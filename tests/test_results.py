@@ -550,3 +550,58 @@ def test_parquet_export_writes_the_columns_only(tmp_path):
     st = ResultsStore(tmp_path / "s.sqlite"); st.append("attack", "r", 1, dict(record_id=1, auc=0.6))
     st.export(tmp_path / "out.parquet")
     assert pq.read_table(tmp_path / "out.parquet").column_names == list(st.read().columns)  # no index column
+
+
+# ---------------------------------------------------------------- issue 40: the screen's Wald bound, the interval's inflation, held_interval
+def test_the_stack_screen_keeps_the_wald_lower_bound():
+    "`_wald_low` is the Wald form the stack's screen always used (kept so the attack's scores do not move): auc - z se(auc), at least 0."
+    from achilles.core.results import _wald_low, auc_se
+    assert _wald_low(0.7, 100, 100) == pytest.approx(0.7 - 1.959963984540054 * auc_se(0.7, 100, 100), abs=1e-15)
+    assert _wald_low(0.62, 37, 250) == pytest.approx(0.62 - 1.959963984540054 * auc_se(0.62, 37, 250), abs=1e-15)
+    assert _wald_low(0.05, 5, 5) == 0.0  # clipped at 0
+    assert 1.0 - 1e-5 < _wald_low(1.0, 10, 10) < 1.0  # clamped 1e-12 below 1: a (tiny) spread, as auc_se has
+
+
+def test_inflation_widens_the_score_interval_on_both_sides():
+    lo, hi = auc_interval(0.7, 100, 100)
+    lo2, hi2 = auc_interval(0.7, 100, 100, inflation=2.0)
+    assert lo2 < lo < 0.7 < hi < hi2
+    z = 1.959963984540054
+    for b in (lo2, hi2): assert (b - 0.7) ** 2 == pytest.approx((2 * z) ** 2 * _hanley_mcneil_se(b, 100, 100) ** 2, rel=1e-6)
+
+
+def test_held_interval_holds_the_value_flags_a_widening_and_passes_what_it_cannot_judge():
+    from achilles.core.results import held_interval
+    assert held_interval(0.857, -1.0, 0.847, "x") == (-1.0, 0.857, dict(ci_widened_to_value=True))
+    assert held_interval(-2.0, -1.0, 0.8, "x") == (-2.0, 0.8, dict(ci_widened_to_value=True))
+    assert held_interval(0.5, 0.5, 0.6, "x") == (0.5, 0.6, {})  # on its lower end: inside, no flag
+    assert held_interval(0.6, 0.5, 0.6, "x") == (0.5, 0.6, {})  # on its upper end: inside, no flag
+    lo, hi, said = held_interval(0.5, math.nan, math.nan, "x")  # no bootstrap interval: passed on as it is
+    assert math.isnan(lo) and math.isnan(hi) and said == {}
+    lo, hi, said = held_interval(0.5, 0.2, math.nan, "x")
+    assert lo == 0.2 and math.isnan(hi) and said == {}
+    lo, hi, said = held_interval(math.nan, 0.1, 0.2, "why")
+    assert math.isnan(lo) and math.isnan(hi) and said == {"undefined": "why"}
+
+
+def _outside(A, auc, n1, n0, k2):
+    "auc_interval's own criterion, written out with the same arithmetic: A is outside the interval of `auc`."
+    q1, q2 = A / (2 - A), 2 * A * A / (1 + A)
+    v = (A * (1 - A) + (n1 - 1) * (q1 - A * A) + (n0 - 1) * (q2 - A * A)) / (n1 * n0)
+    return (A - auc) ** 2 > k2 * max(v, 0.0)
+
+
+@pytest.mark.parametrize("n1,n0", [(1, 1), (2, 6), (6, 6), (50, 3), (4000, 2), (500, 500)])
+def test_each_end_is_the_first_double_outside(n1, n0):
+    "Each end of the score interval is the first double beyond the boundary (bisection to adjacent doubles): outside by the strict"
+    " criterion, its neighbour towards the AUC inside. (A `>=` or a bracket past 1 moves the end by a double, or divides by zero.)"
+    g = np.random.default_rng(n1 * 7 + n0)
+    for auc in [0.0, 1e-15, 0.01, 0.5, 0.77, 0.999999, 1.0, *g.uniform(0, 1, 25)]:
+        for conf, infl in ((0.95, 1.0), (0.9, 1.43), (0.99, 3.0)):
+            k2 = (_z(conf) * infl) ** 2
+            lo, hi = auc_interval(auc, n1, n0, conf, infl)
+            assert lo <= auc <= hi
+            if hi < 1.0: assert _outside(hi, auc, n1, n0, k2) and not _outside(np.nextafter(hi, -1.0), auc, n1, n0, k2), (auc, hi)
+            else: assert not _outside(1.0, auc, n1, n0, k2)
+            if lo > 0.0: assert _outside(lo, auc, n1, n0, k2) and not _outside(np.nextafter(lo, 2.0), auc, n1, n0, k2), (auc, lo)
+            else: assert not _outside(0.0, auc, n1, n0, k2)

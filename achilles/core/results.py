@@ -57,12 +57,12 @@ def auc_interval(auc: float,  # the AUC
     if n_pos < 1 or n_neg < 1 or not math.isfinite(auc): return (math.nan, math.nan)
     k2 = (_z(confidence) * inflation) ** 2
     out = lambda A: (A - auc) ** 2 > k2 * max(_hm_var(A, n_pos, n_neg), 0.0)
-    def edge(inside, outside):  # bisection to 2^-60 of the boundary between an A inside and one outside; the outside end (conservative)
-        for _ in range(60):
+    def edge(inside, outside):  # bisection down to adjacent doubles: the end is the first double outside (conservative, exact)
+        while True:
             m = 0.5 * (inside + outside)
+            if m == inside or m == outside: return outside
             if out(m): outside = m
             else: inside = m
-        return outside
     return (edge(auc, 0.0) if out(0.0) else 0.0, edge(auc, 1.0) if out(1.0) else 1.0)
 
 def _wald_low(auc: float, n_pos: int, n_neg: int) -> float:

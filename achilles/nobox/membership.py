@@ -82,7 +82,8 @@ class DPI(_Membership):
         if self.k + 1 > pool.n: raise ValueError(f"k={self.k} needs at least {self.k + 1} reference and synthetic records, got {pool.n}")
         kw = dict(metric=self.distance, n_jobs=self.n_jobs)
         sig = lambda n_syn: 1 / (1 + np.exp(-(n_syn / (self.k - n_syn + 1e-20))))
-        jt = nearest(self._nd(train, schema), pool, self.k, **kw)[1]
+        dt, jt = nearest(self._nd(train, schema), pool, self.k, **kw)
+        self.copied_ = float(((dt == 0) & (jt >= nr)).any(axis=1).mean())  # training records with a verbatim synthetic copy
         jc = nearest(self._nd(control, schema), pool, self.k + 1, **kw)[1]
         own = jc == np.arange(nr)[:, None]
         keep = np.where(own.any(1)[:, None], ~own, np.arange(self.k + 1)[None, :] < self.k)  # drop itself, else the farthest
@@ -91,9 +92,16 @@ class DPI(_Membership):
 
     def _evaluate(self, train, synthetic, control, schema, rng) -> RiskResult:
         st, sc = self.scores(train, synthetic, control, schema)
+        if self.copied_ >= 0.05:
+            import warnings
+            from achilles.core.data import DataWarning
+            warnings.warn(f"dpi: {self.copied_:.0%} of the training records have a verbatim copy in the synthetic data, and DPI, by its "
+                          f"definition (synthetic records among the k={self.k} nearest), counts a copy as 1 of {self.k} neighbours: its AUC "
+                          "understates a release that copies; read ims or dcr_diff for copies", DataWarning, stacklevel=3)
         from sklearn.metrics import roc_auc_score
         auc = float(roc_auc_score(np.r_[np.ones(len(st)), np.zeros(len(sc))], np.r_[st, sc]))
-        return membership_result("DPI", st, sc, attack_rate=auc, metrics=dict(mean_dpi_train=float(st.mean()), mean_dpi_control=float(sc.mean())),
+        return membership_result("DPI", st, sc, attack_rate=auc, metrics=dict(mean_dpi_train=float(st.mean()), mean_dpi_control=float(sc.mean()),
+                                                                       verbatim_copies=self.copied_),
                                  parameters=dict(metric=self.name, k=self.k, distance=self.distance, reference="control (leave-one-out)",
                                                  peer="Synth-MIA DPI"))
 
