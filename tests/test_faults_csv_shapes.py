@@ -208,3 +208,85 @@ def test_a_space_padded_release_is_said_to_every_metric(adult):
     from achilles.nobox import METRICS
     r, got = said(lambda: METRICS["ims"]().evaluate(train, syn, control, rng=0))
     assert any("spells 67 of its 200 rows" in m for m in got), got
+
+
+# ---------------------------------------------------------------- the head a file's shape is judged on, and the rule's edges (mutation round)
+def test_the_head_is_cut_after_its_last_whole_line(tmp_path):
+    from achilles.core.data import HEAD_BYTES, _head_text
+    p = tmp_path / "big.csv"
+    line = "1,2,3," + "x" * 93 + "\n"  # 100 bytes
+    p.write_text("a,b,c,d\n" + line * (HEAD_BYTES // 100 + 50))
+    text, more = _head_text(p, None)
+    assert more and text.endswith("\n") and len(text) <= HEAD_BYTES and len(text) > HEAD_BYTES - 100
+    assert all(l in ("a,b,c,d", line[:-1]) for l in text.splitlines())
+    for size, goes_on in ((HEAD_BYTES, False), (HEAD_BYTES + 1, True), (HEAD_BYTES - 1, False)):
+        p.write_bytes(b"a\n" + b"1" * (size - 3) + b"\n")
+        assert _head_text(p, None)[1] is goes_on, size
+    (tmp_path / "big.csv").write_text("Title\na,b,c,d\n" + line * 700)  # 70 KB: judged on its head, the cut row left out
+    assert table_start(tmp_path / "big.csv") == (1, ["Title"])
+
+
+def test_a_zstd_file_without_zstandard_says_what_to_install(tmp_path):
+    pytest.importorskip("achilles")  # the package; zstandard itself is optional
+    try:
+        import zstandard  # noqa: F401
+        pytest.skip("zstandard is installed here: the file is read (the other compressions are tested above)")
+    except ImportError: pass
+    p = tmp_path / "z.csv"; p.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 20)
+    with pytest.raises(ImportError, match="is zstd-compressed: pip install zstandard"): load_csv(p)
+
+
+def test_records_drop_only_a_cut_last_record():
+    from achilles.core.data import _records
+    text = "a,b\n1,2\n3,4\n"
+    assert [r[1] for r in _records(text, ",", False)] == [1, 2, 3]
+    assert [r[1] for r in _records(text, ",", True)] == [1, 2]  # the file goes on: its last record may be cut
+    assert [r[1] for r in _records("a,b\n", ",", True)] == [1]  # but never the only one
+    assert _records('a,b\n"x\ny",2\n5,6\n', ",", False) == [(2, 1, ["a", "b"]), (2, 2, ["x\ny", "2"]), (2, 4, ["5", "6"])]
+
+
+def test_table_start_after_lines_the_caller_skips(tmp_path):
+    p = tmp_path / "s.csv"; p.write_text("junk\nmore junk\nA title\nx,y,z\n1,2,3\n4,5,6\n")
+    assert table_start(p, ",", 2) == (3, ["A title"])
+
+
+def test_table_start_on_two_records_and_titles_without_rows(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("a,b\n1,2,3\n")  # a header and one row: still judged
+    with pytest.raises(ValueError, match=r"names 2 column\(s\) but the rows below it have 3 fields"): table_start(p)
+    p.write_text("T1\nT2\nx,y,z\n")  # titles above a header with no rows yet
+    assert table_start(p) == (2, ["T1", "T2"])
+
+
+def test_table_start_names_the_first_row_that_fits(tmp_path):
+    p = tmp_path / "r.csv"; p.write_text("a,b\n1\n1,2,3\n4,5,6\n7,8,9\n")
+    with pytest.raises(ValueError, match=r"have 3 fields \(line 3,"): table_start(p)
+
+
+def test_a_ragged_file_is_left_to_the_parser_but_half_is_enough(tmp_path):
+    p = tmp_path / "g.csv"
+    p.write_text("a,b,c\n1,2,3\n1,2,3\n1,2,3,4\n1,2,3,4\n1,2,3,4,5\n1,2,3,4,5\n")  # no field count holds half the rows
+    assert table_start(p) == (0, [])
+    p.write_text("T\na,b,c,d\n1,2,3,4\n1,2,3\n1,2,3\n")  # 4 fields in exactly half of the lines below the first: a title above
+    assert table_start(p) == (1, ["T"])
+
+
+@pytest.mark.parametrize("text,want", [
+    ("a;b;c\n1;2;3\n4,5;6;7\n", (0, [])),  # read with ',': a header in another separator's fields is left to the parser's hint
+    ('"Survey, 2024"\na,b,c\n1,2,3\n4,5,6\n', (1, ['"Survey, 2024"'])),  # a quoted title holding the separator is a title
+    ("Survey; wave 3, 2024\na,b,c,d,e\n1,2,3,4,5\n6,7,8,9,0\n", (1, ["Survey; wave 3, 2024"])),  # two fields, one with ';'
+    ("Report;2024\na,b,c\n1,2,3\n4,5,6\n", (1, ["Report;2024"])),  # one field with ';' above a ',' table: a title
+    ("a;b\n1;2\n1,5;2,5\n", (0, [])),  # the first two lines in ';' fields: a misread separator, left to the parser's hint
+])
+def test_the_other_separator_rule(tmp_path, text, want):
+    p = tmp_path / "o.csv"; p.write_text(text)
+    assert table_start(p) == want
+
+
+def test_the_last_of_two_records_is_dropped_when_the_file_goes_on_and_a_comments_only_tail():
+    from achilles.core.data import _records
+    assert [r[1] for r in _records("a,b\n1,2\n", ",", True)] == [1]
+    p_text = "a,b\n#x,y,z\n#q\n"  # nothing but comments below the header: their own counts decide
+    import tempfile, pathlib
+    p = pathlib.Path(tempfile.mkdtemp()) / "c.csv"; p.write_text(p_text)
+    with pytest.raises(ValueError, match=r"names 2 column\(s\) but the rows below it have 3 fields"): table_start(p)

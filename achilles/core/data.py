@@ -553,7 +553,8 @@ def table_start(path,  # a CSV file (compressed or not)
     counts = Counter(k for k, _, row in recs[1:] if not row[0].lstrip().startswith("#")) or Counter(k for k, _, _ in recs[1:])  # the rows' count, comments aside
     mode = max(counts, key=lambda k: (counts[k], k))
     if counts[mode] < 0.5 * sum(counts.values()): return skiprows, []  # no field count dominates: the parser names the ragged line
-    if recs[0][0] == 1 and any(c in recs[0][2][0] for c in ",;\t|" if c != sep): return skiprows, []  # another separator's header: the parser's hint says so
+    if recs[0][0] == 1 and recs[1][0] == 1 and any(c in recs[0][2][0] and c in recs[1][2][0] for c in ",;\t|" if c != sep):
+        return skiprows, []  # the first two lines in another separator's fields: a misread separator, which the parser's hint names
     i = 0
     while i < min(len(recs) - 1, MAX_TITLE_LINES):
         k, line, row = recs[i]
