@@ -277,6 +277,7 @@ def test_a_ragged_file_is_left_to_the_parser_but_half_is_enough(tmp_path):
     ("Survey; wave 3, 2024\na,b,c,d,e\n1,2,3,4,5\n6,7,8,9,0\n", (1, ["Survey; wave 3, 2024"])),  # two fields, one with ';'
     ("Report;2024\na,b,c\n1,2,3\n4,5,6\n", (1, ["Report;2024"])),  # one field with ';' above a ',' table: a title
     ("a;b\n1;2\n1,5;2,5\n", (0, [])),  # the first two lines in ';' fields: a misread separator, left to the parser's hint
+    ("Title\nq;r\na,b,c\n1,2,3\n4,5,6\n", (2, ["Title", "q;r"])),  # the first line holds no ';': two titles, not a misread
 ])
 def test_the_other_separator_rule(tmp_path, text, want):
     p = tmp_path / "o.csv"; p.write_text(text)
@@ -290,3 +291,15 @@ def test_the_last_of_two_records_is_dropped_when_the_file_goes_on_and_a_comments
     import tempfile, pathlib
     p = pathlib.Path(tempfile.mkdtemp()) / "c.csv"; p.write_text(p_text)
     with pytest.raises(ValueError, match=r"names 2 column\(s\) but the rows below it have 3 fields"): table_start(p)
+
+
+def test_a_header_with_fields_is_not_a_misread_separator(tmp_path):
+    "The first line must itself be one field for the misread-separator rule: a 2-field header above 1-field rows is refused."
+    p = tmp_path / "h.csv"; p.write_text("x;y,z\nq;r\nu;v\n1;2\n")
+    with pytest.raises(ValueError, match=r"names 2 column\(s\) but the rows below it have 1 fields"): table_start(p)
+
+
+def test_a_zstd_file_is_read_where_zstandard_is_installed(tmp_path, plain):
+    zstandard = pytest.importorskip("zstandard")  # optional: without it, the test above checks the message
+    p = tmp_path / "z.csv"; p.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    _same(load_csv(p)[0], load_csv(plain)[0])
