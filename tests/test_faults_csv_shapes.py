@@ -303,3 +303,35 @@ def test_a_zstd_file_is_read_where_zstandard_is_installed(tmp_path, plain):
     zstandard = pytest.importorskip("zstandard")  # optional: without it, the test above checks the message
     p = tmp_path / "z.csv"; p.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
     _same(load_csv(p)[0], load_csv(plain)[0])
+
+
+# ---------------------------------------------------------------- the leading-zero and spelling rules at their edges (mutation round)
+def test_leading_zeros_edges(tmp_path):
+    p = tmp_path / "z.csv"
+    p.write_text("z,b,c\n007,05.5,1\n,12.25,2\n,3.5,\n,4.5,4\n")  # one value only; a float; an empty cell without zeros
+    df, schema = load_csv(p, prepare=False)
+    assert df["z"].tolist()[0] == "007"  # a lone value with a leading zero is kept as written
+    assert pd.api.types.is_float_dtype(df["b"]) and df["b"].tolist() == [5.5, 12.25, 3.5, 4.5]  # not whole numbers: numbers
+    assert pd.api.types.is_numeric_dtype(df["c"]) and df["c"].isna().sum() == 1  # a missing cell is not a leading zero
+
+
+def test_spelling_variants_helpers():
+    from achilles.core.data import _respelled, _spelling_variants
+    assert _spelling_variants(pd.Series([1, 2, 2])) == []
+    train = pd.Series(["Male", "Female"] * 50)
+    other = pd.Series([" Male"] * 60 + ["FEMALE"] * 30 + ["Male"] * 10)
+    assert _respelled(train, other) == (90, " Male", "Male")  # the example is the commonest respelling
+
+
+def test_the_control_minimum_is_ten_and_tables_are_checked_first():
+    from achilles.core.base import MIN_CONTROL
+    from achilles.nobox import METRICS
+    a = load_adult().sample(400, random_state=1).reset_index(drop=True)
+    tr, syn, ct = a.iloc[:150], a.iloc[150:300], a.iloc[300:]
+    assert MIN_CONTROL == 10  # the documented minimum (README, 06_base)
+    METRICS["ims"]().evaluate(tr, syn, ct.iloc[:10], rng=0)
+    with pytest.raises(ValueError, match=r"control has 9 record\(s\); it needs at least 10"): METRICS["ims"]().evaluate(tr, syn, ct.iloc[:9])
+    with pytest.raises(ValueError, match="IMS needs a synthetic table"): METRICS["ims"]().evaluate(tr, None, None)
+    with pytest.raises(ValueError, match="IMS needs a train table"): METRICS["ims"]().evaluate(None, syn, None)
+    with pytest.raises(ValueError) as e: METRICS["ims"]().evaluate(tr, syn.drop(columns="age"), None)
+    assert str(e.value).endswith("]") and "None" not in str(e.value)  # no type hint where the names do not differ in type
