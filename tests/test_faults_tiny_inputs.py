@@ -62,3 +62,9 @@ def test_the_command_prints_the_reason_beside_a_nan(tmp_path, capsys):
                                   "l_diversity,ims", "--results", "", "--quiet"])
     assert code == 0, err
     assert "l_diversity: no value (NaN): the figure on the control set (1) already is its most risky value (1)" in out, out
+
+
+def test_a_peer_port_runs_on_a_one_record_control(parts):
+    "Peer definitions keep by-hand parity at any size (min_control = 1); ours need MIN_CONTROL."
+    train, syn, control = parts
+    assert math.isfinite(METRICS["nndr"]().evaluate(train.iloc[:50], syn.iloc[:50], control.iloc[:1], rng=0).attack_rate)

@@ -175,3 +175,23 @@ def test_dpi_says_when_it_reads_a_copying_release():
         warnings.simplefilter("always")
         r = DPI().evaluate(tr, other, ct, rng=0)
     assert r.metrics["verbatim_copies"] < 0.05 and not [x for x in w if str(x.message).startswith("dpi:")]
+
+
+def test_dpi_counts_the_first_synthetic_record_and_warns_at_exactly_five_percent():
+    "Mutation round: the pool is control then synthetic, so index len(control) is the first synthetic record; 1 copy in 20 warns."
+    import warnings
+    from achilles.core.data import DataWarning
+    from achilles.nobox.membership import DPI
+    g = np.random.default_rng(0)
+    tr = pd.DataFrame({"x": np.arange(20) * 10.0, "y": np.arange(20) * 7.0})
+    ct = pd.DataFrame({"x": 1000 + np.arange(10) * 10.0, "y": 1000 + np.arange(10) * 7.0})
+    syn = tr.iloc[[0]].reset_index(drop=True)  # one synthetic record: a copy of training record 0, pool index len(ct)
+    sch = Schema.from_dataframe(pd.concat([tr, ct]))
+    assert DPI(k=1).scores(tr, syn, ct, sch)[0][0] == 1.0  # its nearest is the synthetic record: sigmoid(1 / 0+) = 1
+    ct.loc[9] = [0.0, 0.0]  # a control record equal to the synthetic one: its nearest besides itself is that record
+    assert DPI(k=1).scores(tr, syn, ct, sch)[1][9] == 1.0
+    syn2 = pd.concat([tr.iloc[[0]], pd.DataFrame({"x": g.uniform(3000, 4000, 30), "y": g.uniform(3000, 4000, 30)})], ignore_index=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = DPI(k=3).evaluate(tr, syn2, ct, rng=0)
+    assert r.metrics["verbatim_copies"] == 0.05 and any(str(x.message).startswith("dpi: 5%") for x in w if issubclass(x.category, DataWarning))
