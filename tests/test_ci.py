@@ -1,7 +1,7 @@
 """.ci/run cleans up after itself: the virtual environment it makes (about 1.7 GB) is removed on exit, pass or fail,
 and a venv given through VENV is left alone. Run on a copy of the script in a scratch repository, with `python3 -m venv`,
 `nbdev_clean` and `nbdev_export` replaced by stubs, so nothing is installed."""
-import os, shutil, stat, subprocess
+import os, shutil, stat, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +43,14 @@ def test_ci_run_keeps_a_given_venv(tmp_path):
     p = subprocess.run(["bash", str(repo / ".ci" / "run")], env={**env, "VENV": str(venv)}, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert (venv / "bin" / "activate").exists()
+
+
+def test_a_blocked_test_ends_the_run_with_its_stack_on_the_terminal(tmp_path):
+    # conftest's deadline: CI once sat 75 minutes on a blocked test and printed nothing. Here a test that sleeps past a
+    # 2-second deadline must end pytest with status 1 and its own frame in what reaches the terminal (not pytest's capture).
+    (tmp_path / "test_blocked.py").write_text("import time\n\ndef test_blocked():\n    time.sleep(120)\n")
+    env = {**os.environ, "ACHILLES_TEST_DEADLINE_S": "2", "PYTHONPATH": str(Path(__file__).parent)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", "test_blocked.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=100)
+    said = r.stdout + r.stderr
+    assert r.returncode == 1 and "Timeout (0:00:02)!" in said and "in test_blocked" in said, said[-2000:]
