@@ -30,9 +30,15 @@ def _bandwidth_factor(bandwidth, n: int, d: int) -> float:
 class KDEKernel:
     "The product Gaussian kernel of a diagonal-bandwidth KDE on one-hot + min-max data, fitted to the pooled spread of some tables."
     def __init__(self, schema: Schema, data: list, bandwidth="scott", n: int | None = None):
+        if not isinstance(data, (list, tuple)) or not all(isinstance(e, Encoded) for e in data):
+            got = (type(data).__name__ if not isinstance(data, (list, tuple))
+                   else f"a {type(data).__name__} of {', '.join(sorted({type(e).__name__ for e in data}))}")
+            raise TypeError(f"data={got} is not allowed; pass a list of encoded tables (Encoded)")
+        if sum(e.n for e in data) == 0:
+            raise ValueError(f"data holds {len(data)} table(s) and no record; a kernel's spread is measured on its data: pass at least one record")
         self.schema = schema
         pooled = [np.concatenate([e.cat[:, k] for e in data]) for k in range(len(schema.categorical))]
-        cont = np.concatenate([e.cont for e in data]) if data else np.zeros((0, len(schema.continuous)))
+        cont = np.concatenate([e.cont for e in data])
         n = n if n is not None else data[0].n
         self.factor = _bandwidth_factor(bandwidth, n, len(schema))
         self.weights, log_h, dims = [], 0.0, 0
@@ -42,7 +48,7 @@ class KDEKernel:
             h = self.factor * np.where(keep, sd, 1.0)
             self.weights.append(np.where(keep, 0.5 / h ** 2, 0.0))
             log_h += float(np.log(h[keep]).sum()); dims += int(keep.sum())
-        sd = cont.std(axis=0) if len(cont) else np.zeros(cont.shape[1])
+        sd = cont.std(axis=0)
         keep = sd > 0
         h = self.factor * np.where(keep, sd, 1.0)
         self.inv_h = np.where(keep, 1.0 / h, 0.0)
@@ -60,7 +66,7 @@ class KDEKernel:
 def _log_kde_kernel(qcat, qw, qcont,  # queries: codes [nq, C], category weights [nq, C], scaled numbers [nq, D]
                     ycat, yw, ycont,  # data, column-major: codes [C, ny], weights [C, ny], numbers [D, ny]
                     inv_h, cut, out):  # 1 / bandwidth of each number [D]; log-sum-exp cut-off; output [nq]
-    "log Σ_i exp(-c(x, y_i)) for every query x."
+    "log Σ_i exp(-c(x, y_i)) for every query x, over the terms with c - min c < cut."
     nq = qcont.shape[0]; ny = ycont.shape[1]
     C, D = ycat.shape[0], ycont.shape[0]
     n_blocks = (nq + 63) // 64
@@ -92,11 +98,11 @@ def kde_log_density(kernel: KDEKernel,  # the kernel (bandwidths)
                     queries: Encoded,  # where to evaluate
                     data: Encoded,  # the sample whose density is estimated
                     n_jobs: int | None = None,  # numba threads (None: as configured)
-                    cut: float = 40.0,  # skip kernel terms below e^-cut of the largest
+                    cut: float = 40.0,  # skip kernel terms at or below e^-cut of the largest
                     ) -> np.ndarray:
     "log p(x) of the diagonal Gaussian KDE of `data` at every query (float64[nq])."
     if data.n == 0: raise ValueError("the KDE needs at least one data record")
-    if not cut > 0: raise ValueError(f"cut={cut!r} is not allowed; pass a positive number (40: terms below e^-40 of the largest are skipped)")
+    if not cut > 0: raise ValueError(f"cut={cut!r} is not allowed; pass a positive number (40: terms at or below e^-40 of the largest are skipped)")
     out = np.full(queries.n, np.nan)  # a query the kernel missed would stay NaN, never a stale value
     if queries.n == 0: return out
     with limit_threads(n_jobs, "numba"):

@@ -28,8 +28,8 @@ from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, COPY, DCR, DEFAU
 from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
-__all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'audit_plan',
-           'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
+__all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool',
+           'audit_plan', 'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
            'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
@@ -412,6 +412,16 @@ def _prefetched(features, starts, times):
             nxt = fx.submit(features, starts[n_chunk + 1]) if n_chunk + 1 < len(starts) else None
             yield s, out
 
+CHUNK_BYTES = 256e6  # the float32 features of one chunk of records; two chunks are held at once (one scored, the next computed)
+
+def _chunk_records(pairs_per_record: int,  # (dataset, record) pairs whose features a record needs
+                   n_features: int,  # features per pair
+                   budget: float | None = None,  # bytes of features per chunk (None: `CHUNK_BYTES`)
+                   ) -> int:
+    "Records per chunk: the most whose float32 features fit in `budget` bytes (at least one record)."
+    budget = CHUNK_BYTES if budget is None else budget
+    return max(1, int(budget // (4 * max(pairs_per_record, 1) * max(n_features, 1))))
+
 def _chunk_buffer(k: int, shape: tuple) -> np.ndarray:
     """Chunk k's features, in one of two arrays reused in turn (k % 2): `_prefetched` computes chunk k + 1 while chunk k is scored, and
     asks for chunk k + 2 only once chunk k is done with. Fresh memory would cost a page fault per 4 KiB of every chunk."""
@@ -473,7 +483,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
     stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
     rar = _rarest_columns(pm, plan, attacks)
     workers = threads or 1
-    chunk = chunk or max(1, int(256e6 // (4 * M * max(plan.n_features, 1))))
+    chunk = chunk or _chunk_records(M, plan.n_features)  # a record's pairs: one per dataset
     pos = {int(r): i for i, r in enumerate(targets)}
     inflation, _ = _null_calibration(pm, plan, stacked, ref, gh, targets, lambda r: (np.arange(M), pool.membership[:, pos[r]].astype(np.int64)),
                                      attacks, classifier, folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
@@ -561,6 +571,14 @@ class PopulationPool:
     @property
     def n_datasets(self) -> int: return len(self.specs)
 
+    def _sides(self, n_holding: int) -> int: return n_holding  # IN datasets (= OUT) of a record held by `n_holding` datasets
+
+    def record_sizes(self, records) -> np.ndarray:
+        "How many IN datasets, and as many OUT, `record_datasets` gives each of `records` (sizes only: nothing is drawn)."
+        g = self.group[np.asarray(records, np.int64)]
+        size = {int(u): self._sides(len(np.unique(self.idx[self.ptr[u]:self.ptr[u + 1]]))) for u in np.unique(g)}
+        return np.array([size[int(u)] for u in g], np.int64)
+
     def record_datasets(self, record: int, rng) -> tuple:
         "(IN datasets, OUT datasets) of one record: all datasets holding it or a copy, and as many drawn from the others."
         g = self.group[record]
@@ -646,8 +664,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     extra = [pool.n_datasets] if release else []  # the release: one more pair per record, after its IN and OUT datasets
     workers = threads or 1
-    per_record = 2 * pool.n_in * max(plan.n_features, 1) * 4
-    chunk = chunk or max(1, int(256e6 // per_record))
+    chunk = chunk or _chunk_records(2 * int(pool.record_sizes(todo).max(initial=0)) + len(extra), plan.n_features)  # sized by the most pairs a record needs: its IN and OUT datasets (and the release)
     def features(s):  # one chunk's pairs; the kernel releases the GIL, so the next chunk's features overlap this chunk's scoring
         t0 = time.perf_counter()
         part = todo[s:s + chunk]
@@ -715,6 +732,7 @@ def release_datasets(n_in: int) -> int:
 @dataclass(frozen=True, eq=False)
 class ReleasePool(PopulationPool):
     "A pool whose training sets are random halves of the data (each copy group in with probability 1/2, independently per dataset)."
+    def _sides(self, n_holding: int) -> int: return min(n_holding, self.n_datasets - n_holding)
 
     def record_datasets(self, record: int, rng) -> tuple:
         "(IN datasets, OUT datasets) of one record: as many of each, drawn from those that hold its copy group and those that hold none of it."

@@ -686,8 +686,27 @@ def _fit_plain(kind, Zt, ytr, a, b, seed, n_jobs, Ze=None):
         f = lambda A: m.predict_proba(A)[:, 1]
     return f(Zt[:, a:b].T), f(Ztr.T), None if Ze is None else f(Ze.T)
 
+def _fold_stats(S1: np.ndarray,  # (blocks, features): per-(fold, class) sums of the centred features
+                S2: np.ndarray,  # (blocks, features): their sums of squares
+                N: np.ndarray,  # (blocks,): datasets per block
+                odd: np.ndarray,  # (blocks,) bool: the IN blocks
+                gm: np.ndarray,  # (features,): the mean the features were centred on
+                train: np.ndarray,  # (blocks,) bool: the blocks to pool
+                ) -> tuple:
+    """The screen's statistics over the blocks `train`: (n_in, n_out, mean, variance, live, |t|) with population (ddof 0)
+    variances, |t| = |mean_in - mean_out| / sqrt(var_in / n_in + var_out / n_out) (Welch's), and `live` the features whose
+    pooled variance is above 1e-12 of their squared mean (in the uncentred scale)."""
+    c1, c0 = train & odd, train & ~odd
+    n1, n0 = N[c1].sum(), N[c0].sum()
+    mu1, mu0 = S1[c1].sum(0) / n1, S1[c0].sum(0) / n0
+    v1, v0 = np.maximum(S2[c1].sum(0) / n1 - mu1 ** 2, 0.0), np.maximum(S2[c0].sum(0) / n0 - mu0 ** 2, 0.0)
+    mu = (n1 * mu1 + n0 * mu0) / (n1 + n0)
+    var = np.maximum((S2[c1].sum(0) + S2[c0].sum(0)) / (n1 + n0) - mu ** 2, 0.0)
+    live = var > 1e-12 * np.maximum(1.0, (mu + gm) ** 2)
+    return n1, n0, mu, var, live, np.abs(mu1 - mu0) / np.sqrt(v1 / n1 + v0 / n0 + 1e-300)
+
 def _eps_grid(n0: int) -> np.ndarray:
-    "Numbers of training false positives at which the ε test's threshold is tried (0..10, then geometric up to half)."
+    "Numbers of training false positives at which the ε test's threshold is tried (0..10, then 40 geometric steps from 11 up to half)."
     g = np.unique(np.concatenate([np.arange(min(11, n0)), np.geomspace(11, max(n0 // 2, 11), 40).astype(np.int64)]))
     return g[g < n0]
 
@@ -786,15 +805,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     out = {m: np.zeros(n) for m in [*models, *U, COMBINED]}
     weights = np.zeros((folds, len(models) + len(U)))
     eps_counts = np.zeros((2, 4), np.int64)  # per test direction: tp, n_in, fp, n_out of the scored folds
-    def stats(train):  # per-feature means, variances and |t| of the datasets in the (fold, class) blocks `train`
-        c1, c0 = train & odd, train & ~odd
-        n1, n0 = N[c1].sum(), N[c0].sum()
-        mu1, mu0 = S1[c1].sum(0) / n1, S1[c0].sum(0) / n0
-        v1, v0 = np.maximum(S2[c1].sum(0) / n1 - mu1 ** 2, 0.0), np.maximum(S2[c0].sum(0) / n0 - mu0 ** 2, 0.0)
-        mu = (n1 * mu1 + n0 * mu0) / (n1 + n0)
-        var = np.maximum((S2[c1].sum(0) + S2[c0].sum(0)) / (n1 + n0) - mu ** 2, 0.0)
-        live = var > 1e-12 * np.maximum(1.0, (mu + gm) ** 2)
-        return n1, n0, mu, var, live, np.abs(mu1 - mu0) / np.sqrt(v1 / n1 + v0 / n0 + 1e-300)
+    stats = lambda train: _fold_stats(S1, S2, N, odd, gm, train)
     def screened(cols, live, t):  # what passes a Bonferroni screen, at least MIN_KEEP, at most `screen`; by |t|
         cols = cols[live[cols]]
         if len(cols) > MIN_KEEP:
