@@ -90,8 +90,9 @@ class NeighbourData:
             if not (pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)) and not s.isna().all():
                 try: v = pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64)
                 except (TypeError, ValueError):
+                    bad = s[s.notna() & pd.to_numeric(s, errors="coerce").isna()]  # the values that are not numbers
                     raise ValueError(f"column {col.name!r} is continuous in the schema but has dtype {s.dtype} "
-                                     f"(e.g. value {s.dropna().iloc[0]!r})") from None
+                                     f"(e.g. value {bad.iloc[0]!r} at row {bad.index[0]!r})") from None
             else:
                 v = s.to_numpy(dtype=np.float64, na_value=np.nan)
             if np.isinf(v).any():

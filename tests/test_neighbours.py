@@ -291,3 +291,45 @@ def test_exclude_self_on_an_equal_copy_with_missing_values():
     b = nearest(df, df.copy(), 2, schema=schema, metric="gower", exclude_self=True)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_a_continuous_column_of_text_is_refused_in_our_words():
+    "Issue 37 mutation round (#29, #30): text in a column the schema calls continuous names the column and a value."
+    schema = Schema((Column("x", "continuous", lower=0.0, upper=1.0),))
+    with pytest.raises(ValueError, match=r"column 'x' is continuous in the schema but has dtype object \(e.g. value 'abc' at row 1\)"):
+        NeighbourData.from_frame(pd.DataFrame({"x": ["0.5", "abc"]}, dtype=object), schema)
+    got = NeighbourData.from_frame(pd.DataFrame({"x": ["0.25", None]}, dtype=object), schema).cont[0]  # numbers as text: read
+    assert got[0] == 0.25 and np.isnan(got[1])
+
+
+def test_a_nullable_integer_column_with_missing_values_is_encoded():
+    "pandas' nullable Int64 (pd.NA) reads as numbers with NaN, also where the schema knows missing values."
+    df = pd.DataFrame({"x": pd.array([1, None, 3], dtype="Int64")})
+    for missing in (False, True):
+        schema = Schema((Column("x", "continuous", lower=1.0, upper=3.0, missing=missing),))
+        got = NeighbourData.from_frame(df, schema).cont[0]
+        assert got[0] == 0.0 and got[2] == 1.0 and (got[1] == -1.0 if missing else np.isnan(got[1]))
+
+
+def test_a_constant_column_encodes_as_zero_and_a_far_low_value_is_never_read_as_missing():
+    "#37, #39: a column without range (lower == upper) encodes every value as 0 (not NaN, not 1); #40: with missing values in the "
+    "schema, a value one range or more below the minimum is clamped to -0.5, apart from the missing value's -1."
+    schema = Schema((Column("c", "continuous", lower=5.0, upper=5.0),))
+    nd = NeighbourData.from_frame(pd.DataFrame({"c": [5.0, 5.0, 7.0]}), schema)
+    assert nd.cont[0].tolist() == [0.0, 0.0, 0.0] and nd.missing()["c"] == 0
+    schema = Schema((Column("x", "continuous", lower=0.0, upper=10.0, missing=True),))
+    nd = NeighbourData.from_frame(pd.DataFrame({"x": [-10.0, -30.0, np.nan, 4.0]}), schema)
+    assert nd.cont[0].tolist() == [-0.5, -0.5, -1.0, 0.4] and nd.missing()["x"] == 1
+
+
+def test_missing_counts_every_column_by_its_own_rule():
+    "Issue 37 mutation round (#52-#59): `missing()` counts each column's missing values, whether the schema knows missing values "
+    "there (a category of its own; the value -1) or not (code -1; NaN), in the schema's column order."
+    ref = pd.DataFrame({"a": ["x", None, "y", "x"], "b": ["u", "v", "u", "v"], "c": ["p", "q", "p", "q"],
+                        "x": [1.0, np.nan, 3.0, 2.0], "y": [0.0, 1.0, 2.0, 3.0], "z": [5.0, 6.0, 7.0, 8.0]})
+    schema = Schema.from_dataframe(ref)
+    assert [c.missing for c in schema.columns] == [True, False, False, True, False, False]
+    df = pd.DataFrame({"a": [None, "x", None, "y", "x"], "b": ["u", None, "v", "u", "v"], "c": [None, None, None, "p", "q"],
+                       "x": [np.nan, np.nan, 1.0, np.nan, 2.0], "y": [0.5, 1.0, np.nan, 2.0, 3.0], "z": [5.0] * 5})
+    got = NeighbourData.from_frame(df, schema).missing()  # three columns of each kind: an index that runs backwards reads another
+    assert got.to_dict() == {"a": 2, "b": 1, "c": 3, "x": 3, "y": 1, "z": 0} and list(got.index) == ["a", "b", "c", "x", "y", "z"]
