@@ -754,3 +754,21 @@ def test_extrapolation_warning_threshold_and_control_interval(no_leak_4000, monk
     assert 4 < ratio <= 5 and any("extrapolated" in str(x.message) for x in w)
     lo, hi = (1 - r.confidence) / 2, 1 - (1 - r.confidence) / 2
     assert r.metrics["control_rate_ci_low"] == pytest.approx(lo) and r.metrics["control_rate_ci_high"] == pytest.approx(hi)
+
+
+def test_univariate_queries_hold_each_numbers_extremes():
+    "Issue 37 mutation round (#268): `col <= min` and `col >= max` on every numeric column, the extremes of the numbers present "
+    "(a missing value is not a number), each singling out its one record."
+    S = CountTable(np.array([[1.0, 0.0], [5.0, 1.0], [3.0, 0.0], [np.nan, 1.0], [4.0, 0.0]]))
+    q = univariate_queries(S, np.array([True, False]), 100, np.random.default_rng(0))
+    got = {(int(c), int(o), float(v)) for c, o, v in zip(q.cols[:, 0], q.ops[:, 0], q.vals[:, 0]) if o in (LE, GE)}
+    assert got == {(0, LE, 1.0), (0, GE, 5.0)} and (S.count(q) == 1).all()
+
+
+def test_a_predicate_without_terms_or_with_more_than_its_row_is_refused():
+    "A predicate of no term would count 0 rows (the kernel visits its best term's range, and there is none), not every row: refused."
+    S = CountTable(np.array([[1.0, 0.0], [2.0, 1.0]]))
+    p = Predicates(np.zeros((2, 2), np.int64), np.zeros((2, 2), np.int8), np.array([[1.0, 0.0], [2.0, 1.0]]), np.array([2, 0]))
+    with pytest.raises(ValueError, match="each predicate needs 1 to 2 terms .* nterms runs from 0 to 2"): S.count(p)
+    with pytest.raises(ValueError, match="nterms runs from 1 to 3"): S.count(Predicates(p.cols, p.ops, p.vals, np.array([1, 3])))
+    assert S.count(Predicates(p.cols, p.ops, p.vals, np.array([1, 2]))).tolist() == [1, 0]

@@ -241,6 +241,9 @@ class CountTable:
         if len(preds) == 0: return out
         if preds.cols.size and (preds.cols.min() < 0 or preds.cols.max() >= self.d):
             raise ValueError(f"the predicates use column positions outside 0..{self.d - 1}")
+        if preds.nterms.min() < 1 or preds.nterms.max() > preds.cols.shape[1]:  # a predicate of no term would count as 0, not n
+            raise ValueError(f"each predicate needs 1 to {preds.cols.shape[1]} terms (its row's width); nterms runs from "
+                             f"{int(preds.nterms.min())} to {int(preds.nterms.max())}")
         cap = self.n + 1 if cap is None else check_int("cap", cap, lo=1)
         c, ops = np.ascontiguousarray, preds.ops
         if (nan := np.isnan(preds.vals)).any():  # a term on a missing value: the kernel's own operators
