@@ -739,7 +739,7 @@ class ReleasePool(PopulationPool):
         g = self.group[record]
         ins = np.unique(self.idx[self.ptr[g]:self.ptr[g + 1]]).astype(np.int64)
         outs = np.setdiff1d(np.arange(self.n_datasets, dtype=np.int64), ins)
-        n = min(len(ins), len(outs))
+        n = self._sides(len(ins))  # as many of each: min(len(ins), len(outs)), the rule `record_sizes` reads too
         if n == 0: raise ValueError(f"record {record} is IN {len(ins)} of the {self.n_datasets} datasets: it needs IN and OUT ones; raise n_in")
         r = np.random.default_rng(rng)
         return np.sort(r.choice(ins, n, replace=False)), np.sort(r.choice(outs, n, replace=False))
