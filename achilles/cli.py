@@ -532,15 +532,22 @@ def cmd_report(args) -> int:
         args.csv = data
         (df, schema), name = _load(args), f"file:{Path(data).name}"
     else: (df, schema), name = _load(args), args.dataset
-    print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {args.records} records audited with "
-          f"{args.n_datasets} datasets of {args.dataset_size}, seed {args.seed}", flush=True)
-    top = args.top if args.top is not None else min(20, args.records)  # the defaults never ask for more records than are audited
-    args.remedy_top = args.remedy_top if args.remedy_top is not None else max(1, min(10, args.records // 2))  # the removed and the next ones
-    rep = custodian_report(df, schema, args.generator, gparams, records=args.records, n_datasets=args.n_datasets,
-                           dataset_size=args.dataset_size, top=top, remedy_top=args.remedy_top, rng=args.seed, n_jobs=args.jobs,
+    records = args.records if args.records is not None else ("all" if args.design != "bernoulli" else 200)
+    n_rec = len(df) if records == "all" else records if isinstance(records, int) else len(records)
+    pool = (f"the release design (random halves of the table, >= {args.n_in} datasets with each record and as many without)"
+            if args.design == "release" else f"the papers' {args.design} design (training sets of {args.dataset_size or 1000})")
+    print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {n_rec:,} records audited in {pool}, seed {args.seed}", flush=True)
+    top = args.top if args.top is not None else min(20, n_rec)  # the defaults never ask for more records than are audited
+    args.remedy_top = args.remedy_top if args.remedy_top is not None else max(1, min(10, n_rec // 2))  # the removed and the next ones
+    release = _release_file(args, df, schema) if args.release_file else None
+    rep = custodian_report(df, schema, args.generator, gparams, design=args.design, records=records, n_in=args.n_in, release=release,
+                           fdr=args.fdr, n_datasets=args.n_datasets, dataset_size=args.dataset_size, top=top, remedy_top=args.remedy_top,
+                           remedy_sample=args.remedy_sample, rng=args.seed, n_jobs=args.jobs,
                            store=store, cache_dir=args.cache_dir or None, name=name, verbose=not args.quiet)
     write_output(args.out, rep.to_html().encode("utf-8"))  # first: checked before the work; on failure it is saved elsewhere
+    print(rep.verdict())
     print(rep.summary())
+    if "release" in rep.audit.attrs: _print_release(rep.audit, args)
     with pd.option_context("display.width", 250, "display.max_colwidth", 140, "display.float_format", "{:.3f}".format):
         print(rep.top.drop(columns=["why"]).to_string(index=False))
         print("why:\n" + "\n".join(f"{r:>5}  record {i}: {w}" for r, i, w in zip(rep.top["rank"], rep.top["record"], rep.top["why"])))
@@ -720,7 +727,16 @@ def _float_in(lo=None, hi=None, lo_open=False, hi_open=False):
         return v
     return parse
 
-_POS, _COUNT, _JOBS = _int_in(1), _int_in(2), _int_in()  # --jobs: checked by check_n_jobs (-1 = all cores, 0 refused)
+_POS, _COUNT, _JOBS = _int_in(1), _int_in(2), _int_in()
+
+def _report_records(text):
+    "An argparse type for `report --records`: 'all', row ids separated by commas, or a number of records (at least 2)."
+    if str(text) == "all" or "," in str(text):
+        try: return _records(text)
+        except ValueError as e: raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+    if not str(text).lstrip("-").isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not 'all', row ids separated by commas, or a whole number of records (>= 2)")
+    return _COUNT(text)  # --jobs: checked by check_n_jobs (-1 = all cores, 0 refused)
 _RAW_HELP = ("write every cell of the CSV as it is; by default a text cell starting with =, +, -, @, tab or CR gets a leading ' "
              "so that spreadsheets show it instead of running it as a formula (OWASP's advice on CSV injection)")
 
@@ -886,9 +902,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--data", default=None, help="your own CSV (header row) instead of --dataset (column types: --types)")
     rp.add_argument("--generator", default="baynet", help="a generator (see `achilles list generators`)")
     rp.add_argument("--params", default=None, help="generator hyperparameters, e.g. degree=2")
-    rp.add_argument("--records", type=_COUNT, default=200, help="records audited (a seeded random sample; default 200)")
-    rp.add_argument("--n-datasets", type=_POS, default=400, help="synthetic datasets in each audit's pool (default 400)")
-    rp.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
+    rp.add_argument("--design", choices=["release", "population", "bernoulli"], default="release",
+                    help="release (default): every record, training sets are random halves of your table, the release's question; "
+                         "population / bernoulli: the papers' setting, training sets of --dataset-size records")
+    rp.add_argument("--records", type=_report_records, default=None, help="'all', a number of records (a seeded random sample) or row ids separated by commas "
+                                                    "(default: all; 200 with --design bernoulli)")
+    rp.add_argument("--n-in", type=_POS, default=300, help="release and population: datasets with each record, at least (and as many without; default 300)")
+    rp.add_argument("--release", dest="release_file", default=None, metavar="CSV",
+                    help="the synthetic file you will publish (the data's columns): each record's exposure in it, flagged at --fdr")
+    rp.add_argument("--fdr", type=float, default=0.05, help="false discovery rate of the release's flags (default 0.05)")
+    rp.add_argument("--n-datasets", type=_POS, default=None, help="--design bernoulli: synthetic datasets in each audit's pool (default 400)")
+    rp.add_argument("--dataset-size", type=_COUNT, default=None, help="--design population / bernoulli: records per training and synthetic dataset (default 1,000)")
+    rp.add_argument("--remedy-sample", type=_int_in(0), default=200, help="other records the remedies audit again beside the riskiest (default 200)")
     rp.add_argument("--top", type=_POS, default=None, help="riskiest records listed with reasons (default 20, or --records if fewer)")
     rp.add_argument("--remedy-top", type=_POS, default=None, help="riskiest records the remedies remove / suppress (default 10, or --records if fewer)")
     rp.add_argument("--out", required=True, help="the HTML page to write (never over an existing file without --force)")

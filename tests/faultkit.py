@@ -120,7 +120,7 @@ def argv_for(command: str, f: Files, results=None, out=None, extra=()) -> list:
         "riskbench": ["riskbench", "--csv", f.data, "--metrics", "ims", "--no-utility", "--levels", "0,1", "--quiet", *r],
         "audit": ["audit", "--csv", f.data, "--records", "4", "--n-datasets", "40", "--dataset-size", "50", "--cache-dir", "",
                   "--quiet", *r, *o],
-        "report": ["report", "--data", f.data, "--generator", "independent", "--records", "10", "--n-datasets", "40",
+        "report": ["report", "--data", f.data, "--generator", "independent", "--design", "bernoulli", "--records", "10", "--n-datasets", "40",
                    "--dataset-size", "100", "--top", "2", "--remedy-top", "2", "--quiet", *r,
                    *(o or ["--out", f.dir / "report.html"])],
         "results show": ["results", "show", *r],

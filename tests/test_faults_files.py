@@ -105,7 +105,9 @@ class _FakeReport:
         self.remove = pd.DataFrame(dict(record=[1], change=[0.0]))
         self.suppress = pd.DataFrame(dict(record=[0], change=[0.0]))
         self.config = dict(seconds=dict(total=1.0))
+        self.audit = pd.DataFrame(dict(record=[0], auc=[0.9]))
     def summary(self): return "1 record audited"
+    def verdict(self): return "Verdict: 1 record"
     def to_html(self): return "<!DOCTYPE html><html><body>report</body></html>\n"
 
 

@@ -227,7 +227,7 @@ def test_results_name_the_data(f, command, source, capsys, monkeypatch):
 def test_the_report_page_states_the_data_warnings(f):
     from achilles.experiments.custodian import custodian_report
     df = pd.read_csv(f.data).assign(person_id=np.arange(300) * 7 + 1000)
-    rep = custodian_report(df, None, "independent", records=10, n_datasets=40, dataset_size=100, top=2, remedy_top=2, rng=0)
+    rep = custodian_report(df, None, "independent", design="bernoulli", records=10, n_datasets=40, dataset_size=100, top=2, remedy_top=2, rng=0)
     page = rep.to_html()
     assert "Warnings about the data" in page and "person_id" in page and "left out as identifiers" in page  # issue 37: and not used
     assert any("person_id" in w for w in rep.config["data_warnings"])

@@ -58,7 +58,7 @@ def test_a_report_on_few_records_takes_defaults_that_fit(f, capsys, monkeypatch)
     seen = {}
     def stop(*a, **kw): seen.update(kw); raise KeyboardInterrupt
     monkeypatch.setattr(custodian, "custodian_report", stop)
-    run(capsys, ["report", "--data", f.data, "--records", "5", "--n-datasets", "20", "--dataset-size", "50", "--out", f.dir / "r.html"])
+    run(capsys, ["report", "--data", f.data, "--design", "bernoulli", "--records", "5", "--n-datasets", "20", "--dataset-size", "50", "--out", f.dir / "r.html"])
     assert (seen["top"], seen["remedy_top"]) == (5, 2), seen
     run(capsys, ["report", "--data", f.data, "--records", "200", "--out", f.dir / "r.html"])
     assert (seen["top"], seen["remedy_top"]) == (20, 10), seen

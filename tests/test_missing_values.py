@@ -175,7 +175,7 @@ _COMMANDS = {
     "kde": ["kde", "--train", "{train}", "--synthetic", "{synth}", "--holdout", "{control}", "--results", "{store}"],
     "riskbench": ["riskbench", "--csv", "{data}", "--metrics", "ims,dcr", "--no-utility", "--levels", "0,1", "--quiet",
                   "--results", "{store}"],
-    "report": ["report", "--data", "{data}", "--generator", "baynet", "--records", "6", "--n-datasets", "40", "--dataset-size", "60",
+    "report": ["report", "--data", "{data}", "--generator", "baynet", "--design", "bernoulli", "--records", "6", "--n-datasets", "40", "--dataset-size", "60",
                "--top", "2", "--remedy-top", "2", "--quiet", "--results", "{store}", "--out", "{dir}/report.html"],
 }
 
@@ -240,7 +240,7 @@ def test_the_report_api_leaves_an_identifier_out_of_a_raw_dataframe():
     raw = custodian_table(300, rng=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = custodian_report(raw, generator="independent", records=6, n_datasets=40, dataset_size=60, top=2, remedy_top=2, store=None,
+        r = custodian_report(raw, generator="independent", design="bernoulli", records=6, n_datasets=40, dataset_size=60, top=2, remedy_top=2, store=None,
                              cache_dir=None, rng=0)
     html = r.to_html()
     assert "P00" not in html and "patient_id =" not in html

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #e64309d5
 from __future__ import annotations
-import base64, html, io, json, os, platform, time
+import base64, html, io, json, os, platform, time, warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,12 +21,13 @@ from ..generators import GENERATORS, make_generator
 from ..nobox.report import plot_report, privacy_report
 from ..selectors import SELECTORS
 from ..shadow.audit import audit
+from ..shadow.game import ScaleWarning
 from ..shadow.pool_attack import AUDIT_ATTACKS
 from ..fidelity import fidelity
 
 # %% auto #0
-__all__ = ['RARE', 'SECTIONS', 'value_shares', 'reasons', 'remove_records', 'suppress_rarest', 'plot_auc_histogram',
-           'CustodianReport', 'custodian_report']
+__all__ = ['RARE', 'SECTIONS', 'RELEASE_SECTION', 'REPORT_DESIGNS', 'value_shares', 'reasons', 'remove_records',
+           'suppress_rarest', 'plot_auc_histogram', 'CustodianReport', 'remedy_records', 'custodian_report']
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #60721f4b
 RARE = 0.05  # a value held by fewer than 5% of the records is "rare" in the report's words
@@ -104,6 +105,7 @@ def suppress_rarest(df: pd.DataFrame, schema: Schema, rows, shares: pd.DataFrame
 # %% ../../nbs/40_experiments/43_custodian.ipynb #46db6774
 SECTIONS = ("What was tested and how", "Per-record risk", "The riskiest records, and why", "No-box metrics of one release",
             "What to do: remedies, measured", "Configuration")
+RELEASE_SECTION = "Your release, scored"  # the page's section on the custodian's own synthetic file (only when one is given)
 
 def plot_auc_histogram(auc, ax=None, lines=(0.8, 0.9)):
     "Histogram of per-record AUC with a line at each of `lines` and the number of records above it. Returns the Axes."
@@ -173,7 +175,7 @@ class CustodianReport:
     def summary(self) -> str:
         "One sentence: how many records are above 0.8 and 0.9, and the median."
         a = self.audit["auc"]
-        s = (f"{len(a)} records audited: median AUC {a.median():.3f}; {int((a > 0.8).sum())} above 0.8 and "
+        s = (f"{len(a):,} records audited: median AUC {a.median():.3f}; {int((a > 0.8).sum())} above 0.8 and "
              f"{int((a > 0.9).sum())} above 0.9 (0.5 = an attacker does no better than chance).")
         if "q_value" in self.audit and len(a):
             s += (f" At risk beyond chance: {int((self.audit['q_value'] <= 0.05).sum())} records at a 5% false discovery rate "
@@ -183,16 +185,35 @@ class CustodianReport:
                   "the count to quote for the release as a whole.")
         return s
 
+    def verdict(self) -> str:
+        "The report in one sentence: how many records the generator exposes, at what confidence, in which design; and, given a release, how many it flags."
+        c, a = self.config, self.audit
+        n = len(a)
+        if not n or "q_value" not in a: return self.summary()
+        nq, nb = int((a["q_value"] <= 0.05).sum()), int((a["auc_p"] <= 0.05 / n).sum())
+        where = ("trained on random halves of this table (the release design)" if c.get("design") == "release" else
+                 f"trained on {c.get('dataset_size', 0):,}-record samples of this table (the papers' setting, not your release)")
+        s = (f"Verdict: {c.get('generator', 'the generator')}, {where}, exposes {nq:,} of the {n:,} records audited (AUC above 0.5 "
+             f"at a 5% false discovery rate)")
+        s += (f"; {nb:,} of them hold at a 5% family-wise error, so the generator as a whole leaks membership." if nb else
+              "; none holds at a 5% family-wise error, so the audit does not show that the generator as a whole leaks membership." if nq else
+              ": no record is measurably at risk with these pools.")
+        r = c.get("release")
+        if r: s += (f" In your release, {r['flagged']:,} records are flagged as exposed at a {r['fdr']:.0%} false discovery rate"
+                    + ("." if r["can_flag"] else " (with these pools no record could be flagged, whatever the release holds)."))
+        return s
+
     def _body(self) -> str:
         c = self.config
         auc = self.audit["auc"].to_numpy()
         parts = [f'<h1>Privacy report: {_esc(c.get("dataset", "data"))} released through {_esc(c.get("generator"))}</h1>',
-                 f'<p class="lead">{_esc(self.summary())}</p>', _how(c), f"<section id='risk'><h2>{SECTIONS[1]}</h2>",
+                 f'<p class="lead">{_esc(self.verdict())}</p>', _how(c), f"<section id='risk'><h2>{SECTIONS[1]}</h2>",
                  _png(lambda ax: plot_auc_histogram(auc, ax=ax), (8, 3.4)),
                  f"<p>{_esc(self.summary())} A record's AUC is the chance that the attacker scores a synthetic dataset made "
                  f"with the record above one made without it. With {int((self.audit['n_in'] + self.audit['n_out']).median())} scored datasets per record, "
                  f"a record's 95% interval is typically ±{_half_width(self.audit):.3f} wide: differences between records smaller than "
                  "that are noise, and the highest AUCs of many records are partly luck (see the remedies below).</p></section>",
+                 _release_html(c, self.audit),
                  f"<section id='top'><h2>{SECTIONS[2]}</h2><p>The {len(self.top)} records with the highest AUC. "
                  f"<em>Why</em> lists the values that fewer than {100 * RARE:g}% of the records hold (for a number: its tenth of the "
                  "column's range), and the record's rank by the vulnerability score V_k (mean distance to its nearest records; "
@@ -234,14 +255,30 @@ def _strongest(rows: pd.DataFrame, attacks) -> list:
     if not cols: return ["–"] * len(rows)
     return [cols[int(np.argmax(v))][4:] for v in rows[cols].to_numpy()]
 
-def _how(c: dict) -> str:
+def _design_html(c: dict) -> str:
+    "How the pool was drawn, in the custodian's words: the release design (their question) or the papers' setting (named as such)."
     gp = c.get("generator_params") or {}
-    return (f"<section id='how'><h2>{SECTIONS[0]}</h2>{_data_warnings(c)}"
-            f"<p>The data ({_esc(c['dataset'])}, {c['n_population']:,} records) was treated as a population. "
-            f"{c['records']} of its records, drawn at random, were audited: each was put into about half of "
-            f"{c['n_datasets']:,} training sets of {c['dataset_size']:,} records (the rest of each set drawn from the other records), "
-            f"the generator <b>{_esc(c['generator'])}</b>{' (' + _esc(json.dumps(gp)) + ')' if gp else ''} was fitted on every "
-            f"training set, and each fitted generator released one synthetic dataset of {c['dataset_size']:,} records.</p>"
+    gen = f"the generator <b>{_esc(c['generator'])}</b>{' (' + _esc(json.dumps(gp)) + ')' if gp else ''}"
+    who = (f"All {c['records']:,} of its records were audited" if c["records"] == c["n_population"] else
+           f"{c['records']:,} of its records were audited")
+    if c.get("design", "bernoulli") == "release":
+        return (f"<p>The data ({_esc(c['dataset'])}, {c['n_population']:,} records) is the table you will release from. {who}, in "
+                f"the <b>release design</b>, which asks your question, <em>which of my records does a release of this table expose?</em>: "
+                f"{c['n_datasets']:,} training sets, each a random half of the table (every record in with probability 1/2, so each "
+                f"record is in about half of them and out of the rest); {gen} was fitted on every training set and released one "
+                f"synthetic dataset of {c['dataset_size']:,} records. Every record is scored on at least {c.get('n_in', 0):,} "
+                f"datasets made with it and as many made without it. A release trained on all of your table holds every record and "
+                f"all of its neighbours, so it may expose a little more than these halves show.</p>")
+    setting = "population design: training sets drawn at random from the table" if c.get("design") == "population" else \
+        "each audited record put into about half of the training sets, the rest of each set drawn from the other records"
+    return (f"<p>The data ({_esc(c['dataset'])}, {c['n_population']:,} records) was treated as a population. {who}, in "
+            f"<b>the papers' setting</b> (the Achilles paper's |D| = {c['dataset_size']:,}; {setting}): {c['n_datasets']:,} training "
+            f"sets of {c['dataset_size']:,} records, {gen} fitted on every one, each releasing one synthetic dataset of "
+            f"{c['dataset_size']:,} records. This is not your release: risk falls as the training set grows, so a release trained on "
+            f"all {c['n_population']:,} records is measured by the release design (the report's default), not by this one.</p>")
+
+def _how(c: dict) -> str:
+    return (f"<section id='how'><h2>{SECTIONS[0]}</h2>{_data_warnings(c)}" + _design_html(c) +
             f"<p>An attacker who knows the record then looks at a synthetic dataset and guesses whether the record was in its "
             f"training set. The audit runs the strongest attacker achilles has, which reads these signals:</p><ul>"
             + "".join(f"<li><b>{_esc(f)}</b>: {_esc(AUDIT_ATTACKS.describe().set_index('name').loc[f, 'summary'])}.</li>"
@@ -255,10 +292,29 @@ def _how(c: dict) -> str:
             f"<b>TPR at FPR 0.01</b> is how often the attacker recognises the record while wrongly accusing at most 1 in 100 "
             f"releases made without it, and <b>ε lower bound</b> is the smallest ε that a differential-privacy guarantee for "
             f"this generator could have, given what the attack achieved (95% confidence; 0 = no evidence against any ε).</p>"
-            f"<p>Separately, one release was drawn as a custodian would publish it: a training set of {c['dataset_size']:,} records "
-            f"holding all the audited records, the generator fitted on it, one synthetic sample, and a control set of "
-            f"{c['n_control']:,} other real records; every no-box metric was run on it. Finally, two remedies were measured by "
+            f"<p>Separately, one release was drawn as the no-box metrics need it: a training set of {c.get('n_train_release', c['dataset_size']):,} records"
+            f"{' holding all the audited records' if c.get('design', 'bernoulli') == 'bernoulli' else ' drawn at random'}, the generator "
+            f"fitted on it, one synthetic sample, and a control set of {c['n_control']:,} other real records (a release trained on "
+            f"every record leaves no one to compare with); every no-box metric was run on it. Finally, the remedies were measured by "
             f"auditing again with a fresh seed.</p></section>")
+
+def _release_html(c: dict, rows: pd.DataFrame, n: int = 20) -> str:
+    "The section on the custodian's own synthetic file: the verdict, what the counts allow, and the most exposed records."
+    s = c.get("release")
+    if not s: return ""
+    reach = (f"With these pools the smallest p-value a record can get is {s['p_floor']:.2g}, so Benjamini-Hochberg can flag records only "
+             f"when at least {s['fewest_flaggable']:,} of the {s['records']:,} reach it" if s["can_flag"] else
+             f"With these pools the smallest p-value a record can get is {s['p_floor']:.2g}: with {s['records']:,} records no flag is "
+             "possible, whatever the release holds (raise n_in, or audit fewer records)")
+    cols = {"rank": "audit rank", "record": "record", "release_p": "p", "release_q": "q", "release_flag": "flagged",
+            "release_signal": "signal", "release_percentile": "percentile of its OUT datasets", "release_lr": "likelihood ratio", "auc": "AUC"}
+    t = rows.sort_values(["release_p", "release_score"], ascending=[True, False]).head(n)[[k for k in cols if k in rows]].rename(columns=cols)
+    return (f"<section id='release'><h2>{RELEASE_SECTION}</h2><p>Your synthetic file was scored by each record's attack and compared with "
+            f"that record's synthetic datasets made without it (a conformal p-value: how many of them score as high). "
+            f"<b>{s['flagged']:,} of {s['records']:,} records are flagged as exposed in this release</b> at a false discovery rate of "
+            f"{s['fdr']:.0%} (Benjamini-Hochberg over the records). {_esc(reach)}. The release scores at the median record's "
+            f"{s['median_percentile']:.0f}th percentile of its OUT datasets (50 = no sign of exposure). Assumption: the p-values are "
+            f"{_esc(s['assumption'])}.</p><p>The {len(t)} records with the smallest p-values:</p>" + _table(t, 3) + "</section>")
 
 def _nobox_html(rep: pd.DataFrame, c: dict) -> str:
     t = rep[["metric", "value", "ci_low", "ci_high", "attack_rate", "control_rate", "baseline_rate"]].copy()
@@ -330,8 +386,8 @@ def _release(df, schema, targets, generator, params, size, ss):
     return train, g.sample(size, rng=r), control
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #4bfdeb00
-def _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy_top, seed2, kw, ss) -> tuple:
-    "Remedy (c): when SynthPop copies the values that expose the riskiest records (their strongest family is `exact`), audit every record again with smoothing, and measure one release's fidelity with and without it."
+def _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy_top, seed2, kw, ss, train_size) -> tuple:
+    "Remedy (c): when SynthPop copies the values that expose the riskiest records (their strongest family is `exact`), audit the remedy's records again with smoothing, and measure one release's fidelity with and without it."
     lead = _strongest(rows.head(remedy_top), rows.attrs["config"]["attacks"])
     n_exact = sum(s == "exact" for s in lead)
     if generator != "synthpop": return None, dict(smooth_reason=f"smoothing is a SynthPop option; this release comes from {generator}")
@@ -339,30 +395,78 @@ def _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy
     if n_exact == 0: return None, dict(smooth_reason=f"no one of the {remedy_top} riskiest records is exposed mainly by copied values "
                                                      "(exact), so smoothing the numbers is not where their risk comes from")
     sp_params = dict(params, smoothing="density")
-    after = audit(df, generator, records=ids, rng=seed2, selectors=(), **dict(kw, generator_params=sp_params)).set_index("record")
-    before_exact = rows.set_index("record")["auc_exact"] if "auc_exact" in rows else None
-    sm = pd.DataFrame({"rank": np.arange(1, len(ids) + 1), "record": ids, "strongest signal": _strongest(rows, rows.attrs["config"]["attacks"]),
+    after = _again(df, generator, records=ids, rng=seed2, selectors=(), **dict(kw, generator_params=sp_params)).set_index("record")
+    by_record = rows.set_index("record")
+    sm = pd.DataFrame({"rank": by_record["rank"][ids].to_numpy(), "record": ids,
+                       "strongest signal": _strongest(by_record.loc[ids], rows.attrs["config"]["attacks"]),
                        "AUC first audit": first[ids].to_numpy(), "AUC fresh audit, unchanged": base[ids].to_numpy(),
                        "AUC smoothed": after["auc"][ids].to_numpy()})
     sm["change"] = sm["AUC smoothed"] - sm["AUC fresh audit, unchanged"]
-    sm["exact change"] = (after["auc_exact"][ids].to_numpy() - before_exact[ids].to_numpy()) if before_exact is not None and "auc_exact" in after else np.nan
+    sm["exact change"] = (after["auc_exact"][ids].to_numpy() - by_record["auc_exact"][ids].to_numpy()) \
+        if "auc_exact" in by_record and "auc_exact" in after else np.nan
     r = np.random.default_rng(ss)
-    train = df.iloc[np.sort(r.choice(len(df), min(kw["dataset_size"], len(df)), replace=False))].reset_index(drop=True)
+    train = df.iloc[np.sort(r.choice(len(df), min(train_size, len(df)), replace=False))].reset_index(drop=True)
     s_fit, s_sample = seed_child(ss, 1), seed_child(ss, 2)
     fid = {k: fidelity(train, make_generator(generator, schema, **p).fit(train, rng=np.random.default_rng(s_fit)).sample(len(train), rng=np.random.default_rng(s_sample)), schema)
            for k, p in (("unsmoothed", params), ("smoothed", sp_params))}
     return sm, dict(smooth_exact_led=int(n_exact), smooth_fidelity=fid)
+
+def _again(*a, **kw) -> pd.DataFrame:
+    "A remedy's re-audit: the pool sizes of the first audit, whose warning about them (`ScaleWarning`) was said once already."
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScaleWarning)
+        return audit(*a, **kw)
+
+def remedy_records(ids: np.ndarray,  # the audited records, riskiest first
+                   remedy_top: int,  # the riskiest records a remedy removes or changes
+                   sample: int,  # other audited records re-audited beside them (a seeded random draw)
+                   rng=None,
+                   ) -> np.ndarray:
+    "The records each remedy audits again: the 2·`remedy_top` riskiest (the ones it changes and the next ones), then up to `sample` of the others, drawn at random."
+    ids = np.asarray(ids, dtype=np.int64)
+    head, rest = ids[: 2 * remedy_top], ids[2 * remedy_top:]
+    pick = np.sort(np.random.default_rng(rng).choice(rest, min(int(sample), len(rest)), replace=False)) if len(rest) else rest
+    return np.concatenate([head, pick])
+
+REPORT_DESIGNS = ("release", "population", "bernoulli")
+
+def _report_design(design, records, n_datasets, dataset_size, n_in, release) -> tuple:
+    "Check the design's arguments; return (records, the audits' pool arguments, the no-box release's training size or None)."
+    if not isinstance(design, str) or design not in REPORT_DESIGNS:
+        raise ValueError(f"design={design!r} is not one of {list(REPORT_DESIGNS)} (release: the custodian's question; population and "
+                         "bernoulli: the papers' setting, training sets of dataset_size records)")
+    if release is not None and design != "release":
+        raise ValueError(f"release= is scored against releases of the whole table's halves: it needs design='release', not {design!r}")
+    if design == "release":
+        for k, v in (("n_datasets", n_datasets), ("dataset_size", dataset_size)):
+            if v is not None:
+                raise ValueError(f"{k}={v}: the release design trains on random halves of the table and derives its pool from n_in; "
+                                 f"pass design='bernoulli' or 'population' for the papers' setting of dataset_size-record training sets")
+        return ("all" if records is None else records), dict(design="release", n_in=check_int("n_in", n_in, lo=5)), None
+    dataset_size = check_int("dataset_size", 1000 if dataset_size is None else dataset_size, lo=2)
+    if design == "population":
+        if n_datasets is not None:
+            raise ValueError(f"n_datasets={n_datasets}: the population design derives its pool from n_in; pass n_in")
+        return ("all" if records is None else records), dict(design="population", n_in=check_int("n_in", n_in, lo=5),
+                                                              dataset_size=dataset_size), dataset_size
+    return (200 if records is None else records), dict(design="bernoulli", n_datasets=400 if n_datasets is None else n_datasets,
+                                                       dataset_size=dataset_size), dataset_size
 
 def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                      schema: Schema | None = None,  # default: the dataset's, or inferred from the DataFrame
                      generator: str = "baynet",  # a key of GENERATORS
                      generator_params: dict | None = None,
                      *,
-                     records: int = 200,  # records audited (a seeded random sample)
-                     n_datasets: int = 400,  # shadow datasets in each audit's pool
-                     dataset_size: int = 1000,  # records per training and synthetic dataset (and of the release)
+                     design: str = "release",  # "release": every record, training sets are random halves of the table (the custodian's question); "population" / "bernoulli": the papers' setting (training sets of `dataset_size`)
+                     records=None,  # "all", a number of records (a seeded random sample) or row ids; None: "all", or 200 for "bernoulli"
+                     n_in: int = 300,  # release and population: each record scored on at least this many datasets with it and as many without
+                     release=None,  # the synthetic file to be published (DataFrame or CSV path; design "release"): each record's exposure in it, flagged at `fdr`
+                     fdr: float = 0.05,  # the false discovery rate of the release's flags
+                     n_datasets: int | None = None,  # bernoulli only: datasets per pool (default 400)
+                     dataset_size: int | None = None,  # population and bernoulli only: records per training and synthetic dataset (default 1,000)
                      top: int = 20,  # riskiest records listed with reasons
                      remedy_top: int = 10,  # riskiest records removed / suppressed by the remedies
+                     remedy_sample: int = 200,  # other records the remedies audit again beside the 2·remedy_top riskiest (a seeded random draw)
                      rng: int = 0,  # the root seed (an int)
                      n_jobs: int | None = 1,  # workers for generation and threads for the attack and the metrics
                      store=None,  # ResultsStore or path for the audits (reruns resume); None: keep nothing
@@ -371,10 +475,11 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                      keep=(),  # a DataFrame without a schema: columns kept although `prepare_table` would leave them out
                      verbose: bool = False,
                      ) -> CustodianReport:
-    "Audit the records, measure one release with the no-box metrics, explain the riskiest records and measure two remedies."
+    "Audit the records (by default every one, in the release design), score the release if given, measure one release with the no-box metrics, explain the riskiest records and measure the remedies."
     t0 = time.perf_counter()
     if isinstance(rng, (bool, np.bool_)) or not isinstance(rng, (int, np.integer)):
         raise TypeError(f"rng={rng!r} must be an int seed (the audits reuse it so that a rerun finds its rows and datasets)")
+    records, pool_kw, train_size = _report_design(design, records, n_datasets, dataset_size, n_in, release)
     raw = isinstance(df, pd.DataFrame) and schema is None  # a DataFrame without a schema: prepared by `prepare_table`
     if isinstance(df, pd.DataFrame): label = name or "custom"
     else: (df, sch), label = load_dataset(str(df)), name or dataset_label(str(df)); schema = schema or sch
@@ -388,28 +493,37 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     schema = schema or Schema.from_dataframe(df)
     if generator not in list(GENERATORS): raise ValueError(f"generator={generator!r} is not a known generator; use one of {sorted(GENERATORS)}")
     params = dict(generator_params or {})
-    records = check_int("records", records, lo=2, hi=len(df))
-    dataset_size = check_int("dataset_size", dataset_size, lo=2)
-    if records > dataset_size: raise ValueError(f"records={records} must be at most dataset_size={dataset_size}: the release holds every audited record")
-    top = check_int("top", top, lo=1, hi=records)
+    n_records = len(df) if isinstance(records, str) and records == "all" else \
+        check_int("records", records, lo=2, hi=len(df)) if isinstance(records, (int, np.integer)) else len(np.unique(np.asarray(records)))
+    if isinstance(records, str) and records != "all": raise ValueError(f"records={records!r} must be 'all', a number of records or row ids")
+    if pool_kw["design"] == "bernoulli" and n_records > pool_kw["dataset_size"]:
+        raise ValueError(f"records={n_records} must be at most dataset_size={pool_kw['dataset_size']} in the bernoulli design: the release holds every audited record")
+    if n_records < 2: raise ValueError(f"records={records!r}: the report needs at least 2 records")
+    top = check_int("top", top, lo=1, hi=n_records)
     remedy_top = check_int("remedy_top", remedy_top, lo=1)
-    if 2 * remedy_top > records: raise ValueError(f"remedy_top={remedy_top} needs records >= {2 * remedy_top} (the removed ones and the next ones); got records={records}")
+    if 2 * remedy_top > n_records: raise ValueError(f"remedy_top={remedy_top} needs records >= {2 * remedy_top} (the removed ones and the next ones); got records={n_records}")
+    remedy_sample = check_int("remedy_sample", remedy_sample, lo=0)
     n_jobs = check_n_jobs("n_jobs", n_jobs)
+    release_size = train_size if train_size is not None else max(2, len(df) // 2)  # the no-box release: as large as a pool's training set
+    if len(df) - release_size < 2: raise ValueError(f"the data has {len(df)} records; a release of {release_size} leaves none for the control set")
     data_warnings = notes + sanity_check(df, schema)  # stated on the page, not only on a terminal the reader never saw
     root, times = seed_root(rng), {}
-    kw = dict(n_datasets=n_datasets, dataset_size=dataset_size, generator_params=params, schema=schema, store=store,
-              cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
+    kw = dict(**pool_kw, generator_params=params, schema=schema, store=store, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose)
     say = (lambda m: print(f"achilles report: {m}", flush=True)) if verbose else (lambda m: None)
 
     t = time.perf_counter()
-    rows = audit(df, generator, records=records, rng=int(rng), **kw)
+    rel_kw = dict(release=release, fdr=fdr) if release is not None else {}
+    rows = audit(df, generator, records=records, rng=int(rng), **kw, **rel_kw)
+    release_verdict = rows.attrs.get("release")
     rows = rows.sort_values(["auc", "record"], ascending=[False, True], kind="stable").reset_index(drop=True)
     rows.insert(0, "rank", np.arange(1, len(rows) + 1))
+    if release_verdict: rows.attrs["release"] = release_verdict
     times["audit"] = time.perf_counter() - t; say(f"audit done in {times['audit']:.1f} s")
     ids = rows["record"].to_numpy(np.int64)
 
     t = time.perf_counter()
-    train, synthetic, control = _release(df, schema, np.sort(ids), generator, params, dataset_size, seed_child(root, 1))
+    held = np.sort(ids) if pool_kw["design"] == "bernoulli" else np.zeros(0, np.int64)  # bernoulli: the release holds every audited record
+    train, synthetic, control = _release(df, schema, held, generator, params, release_size, seed_child(root, 1))
     nobox = privacy_report(train, synthetic, control, schema=schema, rng=seed_child(root, 2), n_jobs=n_jobs)
     times["release_and_nobox"] = time.perf_counter() - t; say(f"release and no-box metrics done in {times['release_and_nobox']:.1f} s")
 
@@ -426,34 +540,41 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
 
     t = time.perf_counter()
     seed2 = int_seed(seed_child(root, 3))
+    again = remedy_records(ids, remedy_top, remedy_sample, seed_child(root, 5))  # what the remedies audit again
     first = rows.set_index("record")["auc"]
-    base = audit(df, generator, records=ids, rng=seed2, selectors=(), **kw).set_index("record")["auc"]
+    base = _again(df, generator, records=np.sort(again), rng=seed2, selectors=(), **kw).set_index("record")["auc"]
     gone, nxt = ids[:remedy_top], ids[remedy_top:2 * remedy_top]
+    rest = again[remedy_top:]  # the next ones and the sampled others
     df_a, new = remove_records(df, gone)
-    after_a = audit(df_a, generator, records=np.sort(new[ids[remedy_top:]]), rng=seed2, selectors=(), **kw).set_index("record")["auc"]
+    after_a = _again(df_a, generator, records=np.sort(new[rest]), rng=seed2, selectors=(), **kw).set_index("record")["auc"]
     after_a.index = np.flatnonzero(new >= 0)[after_a.index.to_numpy()]  # back to the old row ids
     rm = pd.DataFrame({"rank": np.arange(remedy_top + 1, remedy_top + len(nxt) + 1), "record": nxt, "AUC first audit": first[nxt].to_numpy(),
                        "AUC fresh audit, unchanged": base[nxt].to_numpy(), "AUC after removal": after_a[nxt].to_numpy()})
     rm["change"] = rm["AUC after removal"] - rm["AUC fresh audit, unchanged"]
-    rest = ids[remedy_top:]
+    others = again[2 * remedy_top:]
     df_b, chg = suppress_rarest(df, schema, gone, shares)
-    after_b = audit(df_b, generator, records=ids, rng=seed2, selectors=(), **kw).set_index("record")["auc"]
+    after_b = _again(df_b, generator, records=np.sort(again), rng=seed2, selectors=(), **kw).set_index("record")["auc"]
     sp = pd.DataFrame({"rank": np.arange(1, len(gone) + 1), "record": gone}).merge(chg, on="record", how="left")
     sp["share"] = sp["share"].map(lambda v: f"{100 * v:.2g}%" if pd.notna(v) else "–")
     sp["AUC first audit"] = first[gone].to_numpy(); sp["AUC fresh audit, unchanged"] = base[gone].to_numpy()
     sp["AUC after suppression"] = after_b[gone].to_numpy()
     sp["change"] = sp["AUC after suppression"] - sp["AUC fresh audit, unchanged"]
     sp = sp.rename(columns={"share": "records holding it", "replaced_by": "replaced by"})
-    sm, smooth_cfg = _smooth_remedy(df, schema, generator, params, rows, first, base, ids, remedy_top, seed2, kw, seed_child(root, 4))
+    sm, smooth_cfg = _smooth_remedy(df, schema, generator, params, rows, first, base, again, remedy_top, seed2, kw, seed_child(root, 4),
+                                    release_size)
     times["remedies"] = time.perf_counter() - t; say(f"remedies done in {times['remedies']:.1f} s")
 
     times["total"] = time.perf_counter() - t0
-    config = dict(dataset=label, data_warnings=data_warnings, n_population=len(df), generator=generator, generator_params=params, records=records,
-                  n_datasets=int(n_datasets), dataset_size=dataset_size, attacks=list(rows.attrs["config"]["attacks"]),
-                  n_queries=int(rows.attrs["config"]["n_queries"]), classifier=rows.attrs["config"]["classifier"],
-                  folds=int(rows.attrs["config"]["folds"]), n_control=len(control), top=top, remedy_top=remedy_top,
-                  remove_mean_change_others=float((after_a[rest] - base[rest]).mean()),
+    ac = rows.attrs["config"]
+    config = dict(dataset=label, data_warnings=data_warnings, n_population=len(df), generator=generator, generator_params=params,
+                  design=pool_kw["design"], records=len(rows), n_datasets=int(ac["n_datasets"]), dataset_size=int(ac["dataset_size"]),
+                  **({"n_in": pool_kw["n_in"]} if "n_in" in pool_kw else {}), attacks=list(ac["attacks"]),
+                  n_queries=int(ac["n_queries"]), classifier=ac["classifier"], folds=int(ac["folds"]), n_train_release=len(train),
+                  n_control=len(control), top=top, remedy_top=remedy_top, remedy_records=len(again),
+                  remove_mean_change_others=float((after_a[others] - base[others]).mean()) if len(others) else float("nan"),
+                  **({"release": {k: v for k, v in release_verdict.items()}} if release_verdict else {}),
                   seed=int(rng), seed_streams="audit: seed; release: child 1; metrics: child 2; re-audits: child 3 "
-                  f"(int seed {seed2})", versions=_versions(), seconds={k: round(v, 1) for k, v in times.items()},
+                  f"(int seed {seed2}); the re-audited records: child 5", versions=_versions(), seconds={k: round(v, 1) for k, v in times.items()},
                   created=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **smooth_cfg)
     return CustodianReport(rows, topt.reset_index(drop=True), nobox, rm, sp, config, sm)
+
