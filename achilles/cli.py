@@ -1097,6 +1097,14 @@ class _Discard:
     def flush(self): pass
     def isatty(self): return False
 
+_TRACKER_FILTER = "ignore::UserWarning:joblib.externals.loky.backend.resource_tracker"
+
+def _quiet_resource_tracker() -> None:
+    """joblib's resource tracker, a process of its own, warns at exit of the semaphores a Ctrl-C left behind (it removes them): raw library
+    noise after achilles' one line. Processes started from here inherit a filter for exactly that module's UserWarnings."""
+    cur = os.environ.get("PYTHONWARNINGS", "")
+    if _TRACKER_FILTER not in cur.split(","): os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [cur, _TRACKER_FILTER]))
+
 def main(argv=None) -> int:
     "Entry point of the `achilles` console script: one line per error (exit 2; 1 for a failure that is not the input's), 130 on Ctrl-C, 143 on SIGTERM, 141 on a closed pipe."
     closed = [name for name in ("stdout", "stderr") if getattr(sys, name) is None]  # started with `>&-`: Python sets it to None
@@ -1106,6 +1114,7 @@ def main(argv=None) -> int:
               "store)", file=sys.stderr)
     try: args = build_parser().parse_args(argv)
     except SystemExit as e: return e.code if isinstance(e.code, int) else 2  # --help: 0; a bad argument: 2, already said in one line
+    _quiet_resource_tracker()  # before any worker pool starts its tracker
     import threading
     prev = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     fmt, out, err = warnings.formatwarning, sys.stdout, sys.stderr

@@ -272,3 +272,20 @@ def test_loky_manager_thread_errors_are_held_then_dropped_on_interruption_and_re
         assert seen == [(KeyError, "OtherThread"), (KeyError, "ExecutorManagerThread")]
     finally:
         threading.excepthook = prev
+
+
+def test_the_workers_resource_tracker_is_told_to_keep_its_exit_warnings(monkeypatch):
+    """A Ctrl-C can leave joblib's semaphores to its resource tracker, a process of its own, which then warns on stderr as it removes
+    them: raw library noise after achilles' one line (seen on a loaded machine). `main` passes its children a filter for exactly that
+    module's UserWarnings; a filter the user set is kept, and the filter is not added twice."""
+    import subprocess, sys
+    from achilles import cli
+    monkeypatch.setenv("PYTHONWARNINGS", "default::DeprecationWarning")
+    cli._quiet_resource_tracker(); cli._quiet_resource_tracker()
+    env = os.environ["PYTHONWARNINGS"]
+    assert env == "default::DeprecationWarning," + cli._TRACKER_FILTER
+    code = ("g = {'__name__': 'joblib.externals.loky.backend.resource_tracker'}\n"
+            "exec(compile('import warnings\\nwarnings.warn(\"leaked semlock objects\", UserWarning)', 'rt.py', 'exec'), g)\n"
+            "import warnings; warnings.warn('any other warning', UserWarning)\n")
+    err = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True, text=True, timeout=60).stderr
+    assert "leaked semlock" not in err and "any other warning" in err
