@@ -537,7 +537,7 @@ def cmd_report(args) -> int:
     pool = (f"the release design (random halves of the table, >= {args.n_in} datasets with each record and as many without)"
             if args.design == "release" else f"the papers' {args.design} design (training sets of {args.dataset_size or 1000})")
     print(f"achilles report: {name} ({len(df):,} records), {args.generator}, {n_rec:,} records audited in {pool}, seed {args.seed}", flush=True)
-    top = args.top if args.top is not None else min(20, n_rec)  # the defaults never ask for more records than are audited
+    args.top = top = args.top if args.top is not None else min(20, n_rec)  # the defaults never ask for more records than are audited (and the release's list prints as many)
     args.remedy_top = args.remedy_top if args.remedy_top is not None else max(1, min(10, n_rec // 2))  # the removed and the next ones
     release = _release_file(args, df, schema) if args.release_file else None
     rep = custodian_report(df, schema, args.generator, gparams, design=args.design, records=records, n_in=args.n_in, release=release,

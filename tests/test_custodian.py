@@ -147,6 +147,9 @@ def test_the_default_report_audits_every_record_in_the_release_design(release_re
     assert (rep.audit["n_in"] >= 10).all() and (rep.audit["n_out"] >= 10).all()
     assert c["n_train_release"] == 60 and c["n_control"] == 60  # the no-box release: a random half, the other half its control
     assert c["remedy_records"] == 2 * 2 + 5
+    top = rep.top  # every bound beside the most its counts could show
+    assert (top["ε ceiling"] >= top["ε lower bound"]).all() and (top["ε ceiling"] > 0).all()
+    assert "ε ceiling" in rep.to_html()
     assert len(scale) == 1, [str(x.message) for x in scale]  # the pool-size warning once, not once per re-audit
     page = rep.to_html()
     assert "release design" in page and "the papers' setting" not in page and all(s in page for s in SECTIONS)
@@ -210,12 +213,14 @@ def test_cli_report_release_design_and_release_file(tmp_path, capsys):
     df = load_adult().iloc[:100]
     df.to_csv(csv, index=False); df.sample(100, replace=True, random_state=0).to_csv(rel, index=False)
     out = tmp_path / "r.html"
-    argv = ["report", "--data", str(csv), "--generator", "independent", "--n-in", "8", "--top", "3", "--remedy-top", "2",
+    argv = ["report", "--data", str(csv), "--generator", "independent", "--n-in", "8", "--remedy-top", "2",
             "--remedy-sample", "3", "--release", str(rel), "--out", str(out), "--quiet"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "100 records audited in the release design" in printed and "Verdict: independent, trained on random halves" in printed
     assert f"the release {rel}:" in printed  # the release's verdict and its most exposed records
+    listed = [ln for ln in printed.split(f"the release {rel}:")[1].splitlines() if re.search(r"\s(True|False)\s", ln)]
+    assert len(listed) == 20  # the release's rows (their flag column): --top's default, not every record
     text = out.read_text(encoding="utf-8")
     assert "Your release, scored" in text and "release design" in text
     assert main(["report", "--data", str(csv), "--n-datasets", "40", "--out", str(tmp_path / "x.html")]) == 2

@@ -291,7 +291,9 @@ def _how(c: dict) -> str:
             f"attacker always tells. Above 0.8 a record is clearly at risk; above 0.9 it is nearly always recognised. The "
             f"<b>TPR at FPR 0.01</b> is how often the attacker recognises the record while wrongly accusing at most 1 in 100 "
             f"releases made without it, and <b>ε lower bound</b> is the smallest ε that a differential-privacy guarantee for "
-            f"this generator could have, given what the attack achieved (95% confidence; 0 = no evidence against any ε).</p>"
+            f"this generator could have, given what the attack achieved (95% confidence; 0 = no evidence against any ε; replace-one "
+            f"adjacency, δ = 0); its <b>ε ceiling</b> is the largest bound the record's numbers of datasets could show at all, so a bound "
+            f"near its ceiling measures the pool's size as much as the generator.</p>"
             f"<p>Separately, one release was drawn as the no-box metrics need it: a training set of {c.get('n_train_release', c['dataset_size']):,} records"
             f"{' holding all the audited records' if c.get('design', 'bernoulli') == 'bernoulli' else ' drawn at random'}, the generator "
             f"fitted on it, one synthetic sample, and a control set of {c['n_control']:,} other real records (a release trained on "
@@ -534,6 +536,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
     topt = pd.DataFrame({"rank": head["rank"], "record": head["record"], "AUC": head["auc"], "CI low": head["auc_ci_low"],
                          "CI high": head["auc_ci_high"], "TPR at FPR 0.1": head["tpr@0.1"],
                          "TPR at FPR 0.01": head["tpr@0.01"], "ε lower bound": head["eps_lower"],
+                         **({"ε ceiling": head["eps_ceiling"]} if "eps_ceiling" in head else {}),  # the most the bound's counts could show
                          "strongest signal": _strongest(head, rows.attrs["config"]["attacks"]),
                          "why": reasons(df, schema, head["record"], shares, vk)})
     times["reasons"] = time.perf_counter() - t
