@@ -729,6 +729,13 @@ def _float_in(lo=None, hi=None, lo_open=False, hi_open=False):
 
 _POS, _COUNT, _JOBS = _int_in(1), _int_in(2), _int_in()
 
+def _row_ids(text):
+    "An argparse type for `bench outside --records`: row ids separated by commas (one id alone is one record)."
+    ids = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not ids or not all(t.isdigit() for t in ids):
+        raise argparse.ArgumentTypeError(f"{text!r}: row ids are whole numbers separated by commas (e.g. 3,17,42)")
+    return sorted({int(t) for t in ids})
+
 def _report_records(text):
     "An argparse type for `report --records`: 'all', row ids separated by commas, or a number of records (at least 2)."
     if str(text) == "all" or "," in str(text):
@@ -962,6 +969,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="distance, neighbours: also time the same calls with this share of cells missing (MCAR), and print the ratio")
     b.add_argument("--profile", default=None, help="attack: sizes of the game, paper (Table 1) or quick")
     b.add_argument("--jobs", type=_JOBS, default=None)
+    b.add_argument("--records", type=_row_ids, default=None,
+                   help="outside: Adult row ids, comma-separated (default: V_5's top 10 and issue 35's five random records)")
+    b.add_argument("--replicates", type=_POS, default=None,
+                   help="outside: pools; 1 (default) is the comparison, R >= 3 adds R - 1 fresh pools and scores each record's "
+                        "comparator, picked on the first, on them")
     b.add_argument("--population", action="store_const", const=True, default=None,
                    help="audit: the population design, every record of --dataset, timed on a slice and extrapolated")
     b.add_argument("--release", action="store_const", const=True, default=None,

@@ -53,6 +53,22 @@ def test_bench_rejects_unknown_options(monkeypatch, capsys):
     assert "does not take option(s) ['--n-shadow']" in capsys.readouterr().err
 
 
+def test_bench_outside_takes_records_and_replicates(monkeypatch, capsys):
+    "`bench outside --records 40572 --replicates 5` reaches the benchmark as ids and a count; a bad id or a replicate count of 2 is refused."
+    calls = {}
+    def fake_outside(generator="synthpop,baynet", records=None, replicates=1, jobs=None, verbose=True):
+        calls.update(generator=generator, records=records, replicates=replicates)
+    from achilles.perf import BENCHES
+    monkeypatch.setitem(BENCHES._entries["outside"], "factory", fake_outside)
+    assert cli.main(["bench", "outside", "--generator", "baynet", "--records", "40572", "--replicates", "5", "--quiet"]) == 0
+    assert calls == dict(generator="baynet", records=[40572], replicates=5)
+    assert cli.main(["bench", "outside", "--records", "1,x"]) == 2
+    assert "row ids are whole numbers" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert cli.main(["bench", "outside", "--generator", "baynet", "--records", "5", "--replicates", "2", "--quiet"]) == 2
+    assert "replicates=2 leaves one fresh pool" in capsys.readouterr().err
+
+
 def test_an_error_raised_while_stopping_on_ctrl_c_still_exits_130(monkeypatch, capsys):
     "Ctrl-C inside a file writer can surface as the writer's own error (zipfile: 'can't close the ZIP file …'): still 130."
     from achilles import cli

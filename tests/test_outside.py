@@ -25,3 +25,19 @@ def test_every_outside_attack_scores_the_audits_own_pool():
 def test_a_missing_checkout_is_named():
     with pytest.raises(FileNotFoundError, match="not a folder"):
         bench_outside("baynet", records=[5], n_datasets=20, tapas="/no/such/checkout", verbose=False)
+
+
+@NEED
+def test_replicates_score_the_first_pools_pick_on_fresh_pools():
+    "Replicate 0 is the single comparison's pool, to the digit; the fresh pools differ; the summary scores replicate 0's pick on them."
+    one = bench_outside("baynet", records=[40572], n_datasets=40, jobs=2, verbose=False)
+    rep = bench_outside("baynet", records=[40572], n_datasets=40, jobs=2, replicates=3, verbose=False)
+    first = rep[rep.replicate == 0].drop(columns="replicate").reset_index(drop=True)
+    assert np.allclose(first.sort_values("attack")["auc"].to_numpy(), one.sort_values("attack")["auc"].to_numpy())
+    ours = rep[rep.attack == "achilles (default stack)"].set_index("replicate")["auc"]
+    assert ours.nunique() == 3, ours  # three pools, three AUCs
+    from achilles.perf.outside import replicate_summary
+    s = replicate_summary(rep).iloc[0]
+    w = rep.pivot_table(index="replicate", columns="attack", values="auc")
+    assert s["picked"] == w.drop(columns="achilles (default stack)").loc[0].idxmax()
+    assert np.isclose(s["gap"], (w.loc[[1, 2], "achilles (default stack)"] - w.loc[[1, 2], s["picked"]]).mean())

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/50_perf/58c_outside.ipynb #1c0e9841
 from __future__ import annotations
-import json, os, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,7 @@ from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['OUTSIDE_ENV', 'OUTSIDE_PYTHON_ENV', 'OUTSIDE_HOWTO', 'ISSUE_RANDOM5', 'runner_path', 'dump_pool', 'run_outside',
-           'bench_outside']
+           'bench_outside', 'replicate_summary']
 
 # %% ../../nbs/50_perf/58c_outside.ipynb #5f01ee31
 OUTSIDE_ENV = {"synthmia": "ACHILLES_SYNTHMIA_PATH", "tapas": "ACHILLES_TAPAS_PATH"}  # a checkout of each peer
@@ -107,6 +107,11 @@ def _our_pool_scores(df, schema, generator, params, targets, M, rng, jobs, cache
                 targets=pm.encoded.take(targets), reference=ref)
 
 # %% ../../nbs/50_perf/58c_outside.ipynb #a0bf7fd9
+def _pool_seed(rng, r: int):
+    "Replicate r's randomness: replicate 0 is `rng` itself (the pool of the single comparison), replicate r > 0 a child stream of it."
+    from achilles.core.rng import seed_child, seed_root
+    return rng if r == 0 else seed_child(seed_root(rng), 1000 + r)
+
 def bench_outside(generator: str = "synthpop,baynet",  # one generator or several, comma-separated
                   records=None,  # row ids of Adult (default: V_5's top 10 and issue 35's five random records)
                   n_datasets: int = 1000,  # the Bernoulli pool's datasets (issue 35 compared at 1,000)
@@ -115,12 +120,14 @@ def bench_outside(generator: str = "synthpop,baynet",  # one generator or severa
                   tapas: str | None = None,  # TAPAS's checkout (default: $ACHILLES_TAPAS_PATH)
                   cache_dir=None,  # synthetic-dataset cache (default: a temporary folder)
                   save=None,  # a folder to write `outside_attacks_adult_{generator}.csv` into (the command prints only)
+                  replicates: int = 1,  # pools: 1 is the comparison; R >= 3 adds R - 1 fresh pools and `replicate_summary`
                   rng: int = 0,
                   verbose: bool = True,
                   ) -> pd.DataFrame:
     """The default audit beside every attack of Synth-MIA and TAPAS on the audit's own pool: the same datasets, the same IN / OUT
-    labels, the trained outside attacks cross-fitted on the audit's folds. One row per (generator, record, attack) with its AUC; the
-    printout gives each record's gap to the best outside attack with a paired 95 % interval."""
+    labels, the trained outside attacks cross-fitted on the audit's folds. One row per (generator, record, attack[, replicate]) with its
+    AUC; the printout gives each record's gap to the best outside attack with a paired 95 % interval, and with `replicates` the gap to
+    the attack picked on the first pool, measured on fresh ones."""
     import tempfile
     from achilles.core.data import load_dataset
     from achilles.selectors import select_records
@@ -128,6 +135,8 @@ def bench_outside(generator: str = "synthpop,baynet",  # one generator or severa
     say = print if verbose else (lambda *a, **k: None)
     gens = [g.strip() for g in str(generator).split(",") if g.strip()]
     M = check_int("n_datasets", n_datasets, lo=20)
+    R = check_int("replicates", replicates, lo=1)
+    if R == 2: raise ValueError("replicates=2 leaves one fresh pool, and no interval; pass 1 (the comparison) or 3 or more")
     peers = {"synthmia": synthmia or os.environ.get(OUTSIDE_ENV["synthmia"]), "tapas": tapas or os.environ.get(OUTSIDE_ENV["tapas"])}
     for p, path in peers.items():
         if path and not Path(path).is_dir(): raise FileNotFoundError(f"{p}: the checkout {path!r} is not a folder ({OUTSIDE_HOWTO[p]})")
@@ -143,46 +152,89 @@ def bench_outside(generator: str = "synthpop,baynet",  # one generator or severa
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for g in gens:
-            t = time.perf_counter()
-            ours = _our_pool_scores(df, schema, g, None, targets, M, rng, jobs, cache_dir or tmp)
-            say(f"\n{g}: the audit's pool of {M:,} datasets, {len(targets)} records: ours in {time.perf_counter() - t:.0f} s")
-            for _, r in ours["rows"].iterrows():
-                out.append(dict(generator=g, record=int(r["record"]), attack="achilles (default stack)", peer="achilles", trained=True, auc=r["auc"]))
-            theirs = {}
-            pool_dir = dump_pool(Path(tmp) / f"pool_{g}", schema, ours["datasets"], ours["targets"], ours["reference"], ours["labels"],
-                                 ours["folds"], dict(records=targets.tolist(), generator=g, seed=rng))
-            for p, path in peers.items():
-                if not path: continue
+            for r in range(R):
+                seed, tag = _pool_seed(rng, r), ("" if R == 1 else f" (replicate {r}{', the comparison' if r == 0 else ', fresh'})")
                 t = time.perf_counter()
-                sc, meta = run_outside(p, path, pool_dir, Path(tmp) / f"out_{g}_{p}", python=os.environ.get(OUTSIDE_PYTHON_ENV[p]), jobs=jobs)
-                say(f"{p} (commit {str(meta.get('commit'))[:10]}): {len(sc)} attacks in {time.perf_counter() - t:.0f} s"
-                    + "".join(f"; {a['name']} failed: {a['error']}" for a in meta["attacks"] if a.get("error")))
-                trained = {a["name"]: a.get("trained", False) for a in meta["attacks"]}
-                for name, s in sc.items():
-                    theirs[f"{p}: {name}"] = s
+                ours = _our_pool_scores(df, schema, g, None, targets, M, seed, jobs, cache_dir or tmp)
+                say(f"\n{g}{tag}: the audit's pool of {M:,} datasets, {len(targets)} records: ours in {time.perf_counter() - t:.0f} s")
+                here = []
+                for _, row in ours["rows"].iterrows():
+                    here.append(dict(generator=g, replicate=r, record=int(row["record"]), attack="achilles (default stack)", peer="achilles",
+                                     trained=True, auc=row["auc"]))
+                theirs = {}
+                pool_dir = dump_pool(Path(tmp) / f"pool_{g}_{r}", schema, ours["datasets"], ours["targets"], ours["reference"], ours["labels"],
+                                     ours["folds"], dict(records=targets.tolist(), generator=g, seed=rng, replicate=r))
+                for p, path in peers.items():
+                    if not path: continue
+                    t = time.perf_counter()
+                    sc, meta = run_outside(p, path, pool_dir, Path(tmp) / f"out_{g}_{r}_{p}", python=os.environ.get(OUTSIDE_PYTHON_ENV[p]), jobs=jobs)
+                    say(f"{p} (commit {str(meta.get('commit'))[:10]}): {len(sc)} attacks in {time.perf_counter() - t:.0f} s"
+                        + "".join(f"; {a['name']} failed: {a['error']}" for a in meta["attacks"] if a.get("error")))
+                    trained = {a["name"]: a.get("trained", False) for a in meta["attacks"]}
+                    for name, s in sc.items():
+                        theirs[f"{p}: {name}"] = s
+                        for k, rid in enumerate(targets):
+                            here.append(dict(generator=g, replicate=r, record=int(rid), attack=f"{p}: {name}", peer=p, trained=bool(trained.get(name)),
+                                             auc=auc_score(ours["labels"][:, k], s[:, k])))
+                shutil.rmtree(pool_dir, ignore_errors=True)
+                out += here
+                wide = pd.DataFrame(here).pivot_table(index="record", columns="attack", values="auc")
+                if theirs:
+                    best = wide.drop(columns="achilles (default stack)").idxmax(axis=1)
+                    rows = []
                     for k, rid in enumerate(targets):
-                        out.append(dict(generator=g, record=int(rid), attack=f"{p}: {name}", peer=p, trained=bool(trained.get(name)),
-                                        auc=auc_score(ours["labels"][:, k], s[:, k])))
-            tab = pd.DataFrame([o for o in out if o["generator"] == g])
-            wide = tab.pivot_table(index="record", columns="attack", values="auc")
-            if theirs:
-                best = wide.drop(columns="achilles (default stack)").idxmax(axis=1)
-                rows = []
-                for k, rid in enumerate(targets):
-                    b = best[rid]; lo, hi = _gap_interval(ours["labels"][:, k].astype(int), ours["scores"][:, k], theirs[b][:, k])
-                    rows.append(dict(record=int(rid), group="V_5 top 10" if rid in top10 else "random", achilles=wide.loc[rid, "achilles (default stack)"],
-                                     best_outside=b, best_outside_auc=wide.loc[rid, b], gap=wide.loc[rid, "achilles (default stack)"] - wide.loc[rid, b],
-                                     gap_ci_low=lo, gap_ci_high=hi))
-                per = pd.DataFrame(rows)
-                per["within 0.02"] = per["gap"] >= -0.02
+                        b = best[rid]; lo, hi = _gap_interval(ours["labels"][:, k].astype(int), ours["scores"][:, k], theirs[b][:, k])
+                        rows.append(dict(record=int(rid), group="V_5 top 10" if rid in top10 else "random", achilles=wide.loc[rid, "achilles (default stack)"],
+                                         best_outside=b, best_outside_auc=wide.loc[rid, b], gap=wide.loc[rid, "achilles (default stack)"] - wide.loc[rid, b],
+                                         gap_ci_low=lo, gap_ci_high=hi))
+                    per = pd.DataFrame(rows)
+                    per["within 0.02"] = per["gap"] >= -0.02
+                    with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
+                        say(per.to_string(index=False))
+                        say(f"records where achilles >= the best outside attack - 0.02: {int(per['within 0.02'].sum())} of {len(per)}")
+                grp = np.where(wide.index.isin(list(top10)), "V_5 top 10", "random")
                 with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
-                    say(per.to_string(index=False))
-                    say(f"records where achilles >= the best outside attack - 0.02: {int(per['within 0.02'].sum())} of {len(per)}")
-            grp = np.where(wide.index.isin(list(top10)), "V_5 top 10", "random")
-            with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
-                say(wide.groupby(grp).mean().T.to_string())
+                    say(wide.groupby(grp).mean().T.to_string())
     res = pd.DataFrame(out)
     res["group"] = np.where(res["record"].isin(list(top10)), "V_5 top 10", "random")
+    if R == 1: res = res.drop(columns="replicate")
+    elif res["peer"].ne("achilles").any():
+        summ = replicate_summary(res)
+        with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
+            say(f"\nEach record's comparator is the outside attack that beat achilles by the most on replicate 0; on the {R - 1} fresh pools:")
+            say(summ.drop(columns=["fresh_pools"]).to_string(index=False))
+            say(f"records whose mean gap to that comparator is >= -0.02: {int((summ['gap'] >= -0.02).sum())} of {len(summ)}; "
+                f"whose interval lies wholly below 0: {int((summ['gap_ci_high'] < 0).sum())}")
     if save is not None:
-        for g in gens: res[res.generator == g].to_csv(Path(save) / f"outside_attacks_adult_{g}.csv", index=False)
+        name = "outside_attacks_adult_{}.csv" if R == 1 else "outside_replicates_adult_{}.csv"
+        for g in gens: res[res.generator == g].to_csv(Path(save) / name.format(g), index=False)
     return res
+
+# %% ../../nbs/50_perf/58c_outside.ipynb #62d279e2
+def replicate_summary(res: pd.DataFrame,  # `bench_outside`'s rows with a `replicate` column (0 = the pool the comparison was made on)
+                      margin: float = 0.02,  # issue 35's margin: achilles >= the best outside attack - margin
+                      ) -> pd.DataFrame:
+    """Per (generator, record): the outside attack that beat achilles by the most on replicate 0, **chosen there**, then scored on the
+    fresh pools 1.. only, where nothing was chosen: the mean AUCs, the mean gap with its 95 % t-interval over the fresh pools (each an
+    independent draw of datasets), and, for comparison, the mean gap to the best outside attack picked anew on each fresh pool (the
+    target's statistic, which the pick biases towards the outside side)."""
+    from scipy.stats import t as student_t
+    if "replicate" not in res or res["replicate"].nunique() < 3:
+        raise ValueError("replicate_summary needs bench_outside(..., replicates=R) with R >= 3 (one pool to choose on, two or more to score on)")
+    ours = "achilles (default stack)"
+    rows = []
+    for (g, rid), d in res.groupby(["generator", "record"], sort=True):
+        w = d.pivot_table(index="replicate", columns="attack", values="auc")
+        if w.shape[1] < 2: continue  # no outside attack ran
+        other = w.drop(columns=ours)
+        pick = other.loc[0].idxmax()
+        fresh = w.index[w.index > 0]
+        gap = (w.loc[fresh, ours] - w.loc[fresh, pick]).to_numpy()
+        anew = (w.loc[fresh, ours] - other.loc[fresh].max(axis=1)).to_numpy()
+        n = len(gap); h = student_t.ppf(0.975, n - 1) * gap.std(ddof=1) / np.sqrt(n)
+        rows.append(dict(generator=g, record=int(rid), group=d["group"].iloc[0] if "group" in d else "",
+                         achilles_0=w.loc[0, ours], picked=pick, picked_auc_0=w.loc[0, pick], gap_0=w.loc[0, ours] - w.loc[0, pick],
+                         achilles=w.loc[fresh, ours].mean(), picked_auc=w.loc[fresh, pick].mean(), gap=gap.mean(),
+                         gap_ci_low=gap.mean() - h, gap_ci_high=gap.mean() + h, gap_best_anew=anew.mean(),
+                         within=int((anew >= -margin).sum()), fresh_pools=n))
+    return pd.DataFrame(rows)
