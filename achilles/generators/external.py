@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 
 from ..core.base import Generator
-from ..core.data import Schema, Encoded, decode, encode, MISSING_SCALED
+from ..core.data import Schema, Column, Encoded, decode, encode, MISSING_SCALED, CATEGORICAL
 from ..core.rng import int_seed
 from ..core.validate import check_bool, check_float
 
 # %% auto #0
-__all__ = ['read_samples', 'CallableGenerator', 'generator_fingerprint', 'own_generator', 'load_generator',
-           'ExternalGeneratorError', 'schema_json', 'write_train', 'read_losses', 'run_protocol', 'ExternalGenerator',
-           'standin_script']
+__all__ = ['MISSING_TEXT', 'INDICATOR', 'read_samples', 'CallableGenerator', 'generator_fingerprint', 'own_generator',
+           'load_generator', 'ExternalGeneratorError', 'schema_json', 'write_train', 'read_losses', 'run_protocol',
+           'complete_schema', 'encode_missing', 'decode_missing', 'ExternalGenerator', 'standin_script']
 
 # %% ../../nbs/20_generators/23_external.ipynb #e10e99a4
 def _category_lookup(col) -> dict:
@@ -319,6 +319,50 @@ def run_protocol(command: list,  # argv: python, then the script or `-m module`;
         enc = read_samples(raw, schema, n=n, source=f"the samples.csv of generator {name!r}")
         return enc, read_losses(d / "losses.json")
 
+# %% ../../nbs/20_generators/23_external.ipynb #adbfaeb4
+MISSING_TEXT = "(missing)"  # the category a library sees for a missing categorical value
+INDICATOR = "{} (missing)"  # the indicator column of a continuous column with missing values
+
+def _free(text: str, taken) -> str:
+    "`text`, else `text 2`, `text 3`, ...: the first that is not in `taken`."
+    out, i = text, 2
+    while out in taken: out, i = f"{text} {i}", i + 1
+    return out
+
+def complete_schema(schema: Schema) -> tuple:
+    "The schema a library sees with missing values encoded, and the continuous columns that got an indicator: (schema, names)."
+    if not any(c.missing for c in schema.columns): return schema, []
+    cols, flagged, taken = [], [], set(schema.names)
+    for c in schema.columns:
+        if not c.missing: cols.append(c)
+        elif c.is_categorical:
+            cols.append(Column(c.name, c.kind, tuple(c.categories) + (_free(MISSING_TEXT, {str(v) for v in c.categories}),)))
+        else:
+            cols.append(Column(c.name, c.kind, lower=c.lower, upper=c.upper, integer=c.integer)); flagged.append(c.name)
+    extra = []
+    for name in flagged:
+        ind = _free(INDICATOR.format(name), taken); taken.add(ind)
+        extra.append(Column(ind, CATEGORICAL, ("no", "yes")))
+    return Schema(cols + extra), flagged
+
+def encode_missing(enc: Encoded, schema: Schema, flagged: list) -> Encoded:
+    "Rows of `schema`'s encoding in `complete_schema(schema)`'s: categorical codes as they are; a missing number at 0 (the lower bound) plus its indicator."
+    cont = enc.cont.copy(); ind = []
+    for name in flagged:
+        k = schema.continuous.index(name)
+        miss = cont[:, k] == MISSING_SCALED
+        cont[miss, k] = 0.0
+        ind.append(miss.astype(np.int32)[:, None])
+    return Encoded(np.ascontiguousarray(np.concatenate([enc.cat.astype(np.int32)] + ind, axis=1)), np.ascontiguousarray(cont))
+
+def decode_missing(enc: Encoded, schema: Schema, flagged: list) -> Encoded:
+    "Samples in `complete_schema(schema)`'s encoding back to `schema`'s: an indicator at `yes` makes its number missing."
+    C = len(schema.categorical)
+    cont = enc.cont.copy()
+    for j, name in enumerate(flagged):
+        cont[enc.cat[:, C + j] == 1, schema.continuous.index(name)] = MISSING_SCALED
+    return Encoded(np.ascontiguousarray(enc.cat[:, :C]), np.ascontiguousarray(cont))
+
 # %% ../../nbs/20_generators/23_external.ipynb #ec750ce0
 class ExternalGenerator(Generator):
     "A generator run in another Python environment through files (see the protocol above); samples read back under the schema."
@@ -386,6 +430,7 @@ class ExternalGenerator(Generator):
 
     # --- the Generator hooks ------------------------------------------------------------------------------------
     validation_loss: bool | None = None  # whether the runner reports a held-out loss (None: unknown, rows are passed on)
+    missing_values: str = "encode"  # "encode": the runner sees `complete_schema`'s table, never an empty cell; "pass": empty cells
 
     def fit(self, df: pd.DataFrame, rng=None,
             validation: pd.DataFrame | None = None,  # held-out rows: the runner reports its loss on them per epoch
@@ -412,9 +457,16 @@ class ExternalGenerator(Generator):
     def _sample(self, n, rng):
         seed = int(np.random.SeedSequence([self.fit_seed_, int_seed(rng)]).generate_state(1)[0] % (2**31 - 1))
         if n == 0: return Encoded(np.empty((0, len(self.schema.categorical)), np.int32), np.empty((0, len(self.schema.continuous))))
-        enc, self.losses_ = run_protocol(self._command(), self.train_, self.schema, n, seed, self._runner_params(),
-                                         timeout=self.timeout, name=self.name, validation=getattr(self, "validation_", None))
-        return enc
+        if self.missing_values not in ("encode", "pass"):
+            raise ValueError(f"{type(self).__name__}.missing_values={self.missing_values!r}; allowed: 'encode', 'pass'")
+        schema, flagged = complete_schema(self.schema) if self.missing_values == "encode" else (self.schema, [])
+        val = getattr(self, "validation_", None)
+        if schema is not self.schema:
+            train, val = encode_missing(self.train_, self.schema, flagged), (None if val is None else encode_missing(val, self.schema, flagged))
+        else: train = self.train_
+        enc, self.losses_ = run_protocol(self._command(), train, schema, n, seed, self._runner_params(),
+                                         timeout=self.timeout, name=self.name, validation=val)
+        return enc if schema is self.schema else decode_missing(enc, self.schema, flagged)
 
 # %% ../../nbs/20_generators/23_external.ipynb #169ce5e9
 def standin_script() -> str:
