@@ -346,3 +346,38 @@ def test_validation_rows_travel_to_the_runner(small, tmp_path):
     assert g.losses_["val_loss"].isna().all()
     with pytest.raises(TypeError, match="validation must be a pandas DataFrame"): g.fit(df, validation=[1, 2])
     with pytest.raises(ValueError, match="not in the schema|missing|column"): g.fit(df, validation=held.drop(columns=["age"]))
+
+
+def test_complete_schema_names_never_collide_and_a_missing_number_sits_at_the_lower_bound():
+    "`complete_schema`: the `(missing)` category and the indicator column take the next free name; `encode_missing` fills the lower bound."
+    from achilles.core.data import MISSING_SCALED
+    from achilles.generators.external import complete_schema, decode_missing, encode_missing
+    df = pd.DataFrame({"c": ["(missing)", "(missing) 2", None, "a"], "x": [1.0, None, 3.0, 5.0],
+                       "x (missing)": ["p", "q", "p", "q"], "x (missing) 2": ["u", "v", "u", "v"]})
+    s = Schema.from_dataframe(df)
+    cs, flagged = complete_schema(s)
+    assert flagged == ["x"] and list(cs["c"].categories)[-1] == "(missing) 3"
+    assert [c.name for c in cs.columns][-1] == "x (missing) 3"
+    enc = encode(df, s)
+    e2 = encode_missing(enc, s, flagged)
+    k = s.continuous.index("x")
+    assert e2.cont[1, k] == 0.0 and e2.cat[1, -1] == 1 and (e2.cat[[0, 2, 3], -1] == 0).all()  # the lower bound, scaled; the indicator
+    assert enc.cont[1, k] == MISSING_SCALED
+    back = decode_missing(e2, s, flagged)
+    np.testing.assert_array_equal(back.cat, enc.cat); np.testing.assert_array_equal(back.cont, enc.cont)
+
+
+def test_the_runner_seed_is_pinned_and_one_row_is_sampled(monkeypatch):
+    "The seed each sample hands the runner (fit rng 0, sample rng 0..11) is pinned: a changed stream changes every external dataset. n = 1 is a sample, not an empty one."
+    import achilles.generators.external as ext
+    seen = []
+    def fake(command, train, schema, n, seed, params=None, **kw):
+        seen.append(seed)
+        return train.take(np.zeros(n, dtype=np.int64)), ext.read_losses(os.devnull + "/none")
+    monkeypatch.setattr(ext, "run_protocol", fake)
+    df = pd.DataFrame({"a": ["x", "y", "x"], "b": [1.0, 2.0, 3.0]})
+    g = ExternalGenerator(Schema.from_dataframe(df), script=__file__, python=sys.executable).fit(df, rng=0)
+    for r in range(12): g.sample(2, rng=r)
+    assert seen == [1712675746, 361477139, 772012130, 1845716010, 1595499588, 297817470, 1456867573, 199020251, 1383429892, 178539027,
+                    1173880932, 135184760]
+    assert len(g.sample(1, rng=0)) == 1 and len(seen) == 13
