@@ -352,11 +352,11 @@ def test_complete_schema_names_never_collide_and_a_missing_number_sits_at_the_lo
     "`complete_schema`: the `(missing)` category and the indicator column take the next free name; `encode_missing` fills the lower bound."
     from achilles.core.data import MISSING_SCALED
     from achilles.generators.external import complete_schema, decode_missing, encode_missing
-    df = pd.DataFrame({"c": ["(missing)", "(missing) 2", None, "a"], "x": [1.0, None, 3.0, 5.0],
+    df = pd.DataFrame({"c": ["(missing)", "(missing) 2", None, "a"], "d": ["(missing)", None, "b", "b"], "x": [1.0, None, 3.0, 5.0],
                        "x (missing)": ["p", "q", "p", "q"], "x (missing) 2": ["u", "v", "u", "v"]})
     s = Schema.from_dataframe(df)
     cs, flagged = complete_schema(s)
-    assert flagged == ["x"] and list(cs["c"].categories)[-1] == "(missing) 3"
+    assert flagged == ["x"] and list(cs["c"].categories)[-1] == "(missing) 3" and list(cs["d"].categories)[-1] == "(missing) 2"
     assert [c.name for c in cs.columns][-1] == "x (missing) 3"
     enc = encode(df, s)
     e2 = encode_missing(enc, s, flagged)
