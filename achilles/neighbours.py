@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import numba
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .core.data import Schema, MISSING_SCALED
 from .core.runtime import limit_threads
@@ -150,73 +151,96 @@ def _profiles(t: NeighbourData, cat_pos: np.ndarray) -> tuple:
     return out
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #1ab693f4
-@njit(cache=True)
-def _profile_mismatches(qprof, g, uprof, mis):
-    "Categorical mismatches between query profile g and every reference profile into mis[u] (matches counted, then C - matches)."
-    C, U = uprof.shape
-    for u in range(U): mis[u] = 0
-    for f in range(C):
-        c = qprof[f, g]
-        row = uprof[f]
-        if c < 0: continue  # a missing query value matches nothing
-        for u in range(U): mis[u] += row[u] == c
-    for u in range(U): mis[u] = C - mis[u]
+_BITS_BUDGET = 64 << 20  # bytes of per-(column, code) bitsets per reference table; columns beyond it are matched code by code
 
 @njit(cache=True)
-def _collect(mis, lo, hi, level_start, fill, found, order):
-    """The reference profiles with lo < mis <= hi, sorted by mismatch level (counting sort): level L's profiles are
-    order[level_start[L - lo - 1]:level_start[L - lo]]. Blocks of 64 profiles whose minimum exceeds `hi` are skipped."""
-    U = mis.shape[0]; n = 0
-    for b0 in range(0, U, 64):
-        b1 = min(U, b0 + 64)
-        mn = mis[b0]
-        for u in range(b0 + 1, b1): mn = min(mn, mis[u])
-        if mn > hi: continue
-        for u in range(b0, b1):
-            L = mis[u]
-            if lo < L and L <= hi:
-                found[n] = u; n += 1
-    nl = hi - lo
-    for L in range(nl + 1): level_start[L] = 0
-    for s in range(n): level_start[mis[found[s]] - lo] += 1
-    for L in range(nl): level_start[L + 1] += level_start[L]
-    for L in range(nl): fill[L] = level_start[L]
-    for s in range(n):
-        u = found[s]; L = mis[u] - lo - 1
-        order[fill[L]] = u; fill[L] += 1
+def _fill_bits(uprof, boff, bits):
+    "Set bit u of row boff[f] + code in `bits` for every reference profile u and column f that has a bitset (boff[f] >= 0)."
+    C, U = uprof.shape
+    for f in range(C):
+        if boff[f] < 0: continue
+        for u in range(U):
+            c = uprof[f, u]
+            if c >= 0: bits[boff[f] + c, u >> 6] |= np.uint64(1) << np.uint64(u & 63)
+
+def _profile_bits(uprof: np.ndarray, budget: int | None = None) -> tuple:
+    """For each categorical column f and code c, the set of reference profiles with code c in f, as a bitset
+    (uint64[W], W = ceil(Ur / 64)): (bits, row offset per column (-1: no bitsets, over the budget), codes per column)."""
+    C, U = uprof.shape; W = (U + 63) // 64
+    card = np.maximum(uprof.max(axis=1).astype(np.int64) + 1, 0) if U else np.zeros(C, np.int64)
+    boff = np.full(C, -1, np.int64); total = 0
+    for f in np.argsort(card, kind="stable"):  # the narrowest columns first
+        if (total + card[f]) * W * 8 <= (_BITS_BUDGET if budget is None else budget): boff[f] = total; total += card[f]
+    bits = np.zeros((total, W), np.uint64)
+    _fill_bits(uprof, boff, bits)
+    return bits, boff, card
+
+@njit(cache=True)
+def _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level_start, order):
+    """The reference profiles with lo < level <= hi (level: categorical mismatches with query profile g), level by level
+    and in profile order within a level: level L's are order[level_start[L - lo - 1]:level_start[L - lo]]. Returns their number.
+    Bit-sliced counting: after column f, S[l] holds the profiles with exactly l mismatches in columns 0..f (l <= hi)."""
+    C, U = uprof.shape; W = S.shape[1]
+    for w in range(W): S[0, w] = ~np.uint64(0)
+    if U & 63: S[0, W - 1] = (np.uint64(1) << np.uint64(U & 63)) - np.uint64(1)
+    for l in range(1, hi + 1):
+        for w in range(W): S[l, w] = 0
+    for f in range(C):
+        c = qprof[f, g]
+        if c < 0 or c >= card[f]: Mr = zero  # a missing query value (code -1) or a code no reference has: matches nothing
+        elif boff[f] >= 0: Mr = bits[boff[f] + c]
+        else:  # no bitset for this column (memory budget): the matches of its codes, word by word
+            row = uprof[f]
+            for w in range(W):
+                x = np.uint64(0)
+                for b in range(min(64, U - 64 * w)):
+                    if row[64 * w + b] == c: x |= np.uint64(1) << np.uint64(b)
+                M[w] = x
+            Mr = M
+        for l in range(min(hi, f + 1), 0, -1):  # a mismatch moves a profile up one level
+            for w in range(W): S[l, w] = (S[l, w] & Mr[w]) | (S[l - 1, w] & ~Mr[w])
+        for w in range(W): S[0, w] &= Mr[w]
+    n = 0
+    for L in range(lo + 1, hi + 1):
+        level_start[L - lo - 1] = n
+        for w in range(W):
+            x = S[L, w]
+            while x:
+                order[n] = 64 * w + trailing_zeros(x); n += 1
+                x &= x - np.uint64(1)
+    level_start[hi - lo] = n
     return n
 
 @njit(cache=True)
 def _run_distances(qcont, qnn, i,  # queries: values [D, nq] (sorted), squared norms; query position
-                   rcont, rnn, rinv, a, m, L, C,  # references (sorted): values [D, nr], squared and inverse norms; run
-                                                  # start and length; categorical mismatches of the run; C
-                   family, p, rmiss, acc, out):  # metric; reference column has missing values [D]; scratch; output
+                   R, a, m, L, C,  # references (sorted), row-major [nr, D + 2]: values, inverse norm, squared norm; run
+                                   # start and length; categorical mismatches of the run; C
+                   family, p, acc, out):  # metric; scratch; output
     """Distances from query i to the references a .. a+m-1, which all have L categorical mismatches, into out[:m]: exact,
-    except for the cosine, where out holds a screen and `_cosine_exact(acc[jj], ...)` gives the exact value."""
+    except for the cosine, where out holds a screen and `_cosine_exact(acc[jj], ...)` gives the exact value. A missing
+    number (NaN) differs from everything by 1 (Gower) or counts as a mismatch (Hamming)."""
     D = qcont.shape[0]; F = C + D
-    for jj in range(m): acc[jj] = 0.0
-    for f in range(D):
-        x = qcont[f, i]
-        col = rcont[f, a:a + m]
-        if family == GOWER:
-            if x != x:
-                for jj in range(m): acc[jj] += 1.0
-            elif rmiss[f]:
-                for jj in range(m):
-                    v = abs(x - col[jj])
-                    acc[jj] += 1.0 if v != v else v
-            else:
-                for jj in range(m): acc[jj] += abs(x - col[jj])
-        elif family == HAMMING:
-            for jj in range(m): acc[jj] += 1.0 if x != col[jj] else 0.0
-        elif family == COSINE:
-            for jj in range(m): acc[jj] += x * col[jj]
-        elif family == MINKOWSKI:
-            for jj in range(m): acc[jj] += _powp(abs(x - col[jj]), p)
-        else:
-            for jj in range(m):
-                v = x - col[jj]
-                acc[jj] += v * v
+    if family == COSINE:
+        for jj in range(m):
+            s = 0.0
+            for f in range(D): s += qcont[f, i] * R[a + jj, f]
+            acc[jj] = s
+    elif family == GOWER:
+        for jj in range(m):
+            s = 0.0
+            for f in range(D):
+                v = abs(qcont[f, i] - R[a + jj, f])
+                s += 1.0 if v != v else v
+            acc[jj] = s
+    else:
+        for jj in range(m):
+            s = 0.0
+            for f in range(D):
+                x = qcont[f, i]; y = R[a + jj, f]
+                if family == HAMMING: s += 1.0 if x != y else 0.0
+                elif family == MINKOWSKI: s += _powp(abs(x - y), p)
+                else: s += (x - y) * (x - y)
+            acc[jj] = s
     if family == GOWER or family == HAMMING:
         for jj in range(m): out[jj] = (L + acc[jj]) / F
     elif family == EUCLIDEAN:
@@ -226,13 +250,13 @@ def _run_distances(qcont, qnn, i,  # queries: values [D, nq] (sorted), squared n
     elif family == MINKOWSKI:
         cat_term = (C / F) * _rootp(2.0 * L, p)
         for jj in range(m): out[jj] = cat_term + (D / F) * _rootp(acc[jj], p)
-    else:  # COSINE: a screen with multiplications only (rinv: inverse norms, 0 for a zero vector)
+    else:  # COSINE: a screen with multiplications only (R[:, D]: inverse norms, 0 for a zero vector)
         eq = C - L
         if qnn[i] == 0.0:  # a zero query vector: the convention needs the exact formula
-            for jj in range(m): out[jj] = _cosine_exact(acc[jj], qnn[i], rnn[a + jj], L, C, D)
+            for jj in range(m): out[jj] = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
         else:
             qinv = 1.0 / math.sqrt(qnn[i])
-            for jj in range(m): out[jj] = (F - eq - D * (acc[jj] * qinv * rinv[a + jj])) / F
+            for jj in range(m): out[jj] = (F - eq - D * (acc[jj] * qinv * R[a + jj, D])) / F
 
 @njit(cache=True, inline="always")
 def _cosine_exact(dot, ann, bnn, L, C, D):
@@ -276,21 +300,21 @@ def _insert(kd, kj, i, d, j, k):
 @njit(cache=True, parallel=True)
 def _knn_kernel(qprof, qcont, qnn, qid,  # query profiles [C, Uq]; sorted values [D, nq], squared norms, original row ids
                 chunk_g, chunk_a, chunk_b,  # work items: query profile, first and last+1 sorted query
-                uprof, ustart, rcont, rnn, rinv, rid, rmiss,  # reference profiles [C, Ur], runs; sorted values, norms, ids
-                family, p, k, exclude_self, n_threads, mis_dtype_like, max_run,
+                uprof, ustart, R, rid, bits, boff, card,  # reference profiles [C, Ur], runs; sorted rows [nr, D+2], ids;
+                                                          # profile bitsets per (column, code)
+                family, p, k, exclude_self, n_threads, max_run,
                 kd, kj):  # outputs [nq, k], rows in the original query order
     "k nearest references of every query by (distance, original index), visiting reference profiles by mismatch level."
-    C, Ur = uprof.shape; D = qcont.shape[0]
+    C, Ur = uprof.shape; D = qcont.shape[0]; W = (Ur + 63) // 64
     lb = _level_bounds(C, D, family, p)
     slack = _SCREEN if family == COSINE else 0.0
     n_chunks = chunk_g.shape[0]
     for t in prange(n_threads):  # work items dealt round-robin; each query row is written by one thread only
-        mis = np.empty(Ur, mis_dtype_like.dtype)
-        level_start = np.empty(C + 2, np.int64); fill = np.empty(C + 1, np.int64)
-        found = np.empty(Ur, np.int64); order = np.empty(Ur, np.int64)
+        S = np.empty((C + 1, W), np.uint64); M = np.empty(W, np.uint64); zero = np.zeros(W, np.uint64)
+        level_start = np.empty(C + 2, np.int64); order = np.empty(Ur, np.int64)
         acc = np.empty(max_run); out = np.empty(max_run)
         for c in range(t, n_chunks, n_threads):
-            _profile_mismatches(qprof, chunk_g[c], uprof, mis)
+            g = chunk_g[c]
             for i in range(chunk_a[c], chunk_b[c]):
                 qi = qid[i]
                 for s in range(k):
@@ -298,7 +322,7 @@ def _knn_kernel(qprof, qcont, qnn, qid,  # query profiles [C, Uq]; sorted values
             lo, hi = -1, min(C, 1)  # levels lo+1..hi this round; most queries need level 0 or 1 only
             pending = True
             while pending:
-                _collect(mis, lo, hi, level_start, fill, found, order)
+                _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level_start, order)
                 pending = False
                 for i in range(chunk_a[c], chunk_b[c]):
                     qi = qid[i]
@@ -308,22 +332,22 @@ def _knn_kernel(qprof, qcont, qnn, qid,  # query profiles [C, Uq]; sorted values
                         for s in range(level_start[L - lo - 1], level_start[L - lo]):
                             u = order[s]
                             a = ustart[u]; m = ustart[u + 1] - a
-                            _run_distances(qcont, qnn, i, rcont, rnn, rinv, a, m, L, C, family, p, rmiss, acc, out)
+                            _run_distances(qcont, qnn, i, R, a, m, L, C, family, p, acc, out)
                             for jj in range(m):
                                 d = out[jj]
                                 if d <= kd[qi, k - 1] + slack:
-                                    if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], rnn[a + jj], L, C, D)
+                                    if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
                                     j = rid[a + jj]
                                     if exclude_self and j == qi: continue
                                     _insert(kd, kj, qi, d, j, k)
                     if hi < C and lb[hi + 1] <= kd[qi, k - 1]: pending = True
-                lo, hi = hi, min(C, 2 * hi + 2)
+                lo, hi = hi, min(C, hi + max(1, hi // 2))  # one level a round, then half as many again
 
 @njit(cache=True, parallel=True)
-def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, ustart, rcont, rnn, rinv, rid, rmiss,
-                  family, p, radius, n_threads, mis_dtype_like, max_run, counts):
+def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, ustart, R, rid, bits, boff, card,
+                  family, p, radius, n_threads, max_run, counts):
     "Number of references at distance <= radius of every query (profiles whose level bound exceeds the radius are skipped)."
-    C, Ur = uprof.shape; D = qcont.shape[0]
+    C, Ur = uprof.shape; D = qcont.shape[0]; W = (Ur + 63) // 64
     lb = _level_bounds(C, D, family, p)
     slack = _SCREEN if family == COSINE else 0.0
     top = -1  # the highest level that can hold a pair within the radius
@@ -331,24 +355,23 @@ def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, usta
         if lb[L] <= radius: top = L
     n_chunks = chunk_g.shape[0]
     for t in prange(n_threads):
-        mis = np.empty(Ur, mis_dtype_like.dtype)
-        level_start = np.empty(C + 2, np.int64); fill = np.empty(C + 1, np.int64)
-        found = np.empty(Ur, np.int64); order = np.empty(Ur, np.int64)
+        S = np.empty((C + 1, W), np.uint64); M = np.empty(W, np.uint64); zero = np.zeros(W, np.uint64)
+        level_start = np.empty(C + 2, np.int64); order = np.empty(Ur, np.int64)
         acc = np.empty(max_run); out = np.empty(max_run)
         for c in range(t, n_chunks, n_threads):
-            _profile_mismatches(qprof, chunk_g[c], uprof, mis)
-            n = _collect(mis, -1, top, level_start, fill, found, order) if top >= 0 else 0
+            if top >= 0: _profile_levels(qprof, chunk_g[c], uprof, bits, boff, card, -1, top, S, M, zero, level_start, order)
             for i in range(chunk_a[c], chunk_b[c]):
                 n_in = 0
-                for s in range(n):
-                    u = order[s]
-                    a = ustart[u]; m = ustart[u + 1] - a
-                    _run_distances(qcont, qnn, i, rcont, rnn, rinv, a, m, mis[u], C, family, p, rmiss, acc, out)
-                    for jj in range(m):
-                        d = out[jj]
-                        if d <= radius + slack:
-                            if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], rnn[a + jj], mis[u], C, D)
-                            n_in += d <= radius
+                for L in range(top + 1):
+                    for s in range(level_start[L], level_start[L + 1]):
+                        u = order[s]
+                        a = ustart[u]; m = ustart[u + 1] - a
+                        _run_distances(qcont, qnn, i, R, a, m, L, C, family, p, acc, out)
+                        for jj in range(m):
+                            d = out[jj]
+                            if d <= radius + slack:
+                                if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
+                                n_in += d <= radius
                 counts[qid[i]] = n_in
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #c94fd6a1
@@ -420,16 +443,14 @@ def _same_table(q: NeighbourData, r: NeighbourData) -> bool:
     return q is r or (q.n == r.n and np.array_equal(q.cat, r.cat) and np.array_equal(q.cont, r.cont, equal_nan=True))
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #de464f87
-_CHUNK = 32  # queries per work item (queries of one profile share its mismatch counts)
-
-def _mis_dtype(C: int):
-    return np.zeros(0, np.int8 if C <= 127 else np.int16 if C <= 32767 else np.int32)
+_CHUNK = 32  # queries per work item (queries of one profile share its levels)
 
 def _prepared(q: NeighbourData, r: NeighbourData, m: Metric, columns) -> tuple:
-    "Kernel arguments: query profiles and work items, reference profiles and runs, sorted values and norms."
+    """Kernel arguments: query profiles and work items, reference profiles, runs, bitsets and rows (row-major: values,
+    inverse norm, squared norm); and the longest run."""
     cat_pos, cont_pos = _subset(q.schema, columns)
     _check_missing(m, q, cat_pos, cont_pos, "queries")
-    rmiss = _check_missing(m, r, cat_pos, cont_pos, "references")
+    _check_missing(m, r, cat_pos, cont_pos, "references")
     def side(t):
         order, starts, prof = _profiles(t, cat_pos)
         cont = np.ascontiguousarray(t.cont[cont_pos][:, order])
@@ -439,6 +460,10 @@ def _prepared(q: NeighbourData, r: NeighbourData, m: Metric, columns) -> tuple:
     rid, ustart, uprof, rcont, rnn = (qid, qstart, qprof, qcont, qnn) if r is q else side(r)
     with np.errstate(divide="ignore"):
         rinv = np.where(rnn > 0, 1.0 / np.sqrt(rnn), 0.0)
+    R = np.ascontiguousarray(np.concatenate([rcont, rinv[None], rnn[None]], 0).T)  # a run's rows side by side in memory
+    key = ("bits",) + tuple(int(c) for c in cat_pos)
+    if key not in r._cache: r._cache[key] = _profile_bits(uprof)
+    bits, boff, card = r._cache[key]
     sizes = np.diff(qstart)
     pieces = -(-sizes // _CHUNK)  # work items per query profile
     chunk_g = np.repeat(np.arange(len(sizes)), pieces)
@@ -447,7 +472,7 @@ def _prepared(q: NeighbourData, r: NeighbourData, m: Metric, columns) -> tuple:
     chunk_b = np.minimum(chunk_a + _CHUNK, qstart[chunk_g + 1])
     max_run = int(np.diff(ustart).max()) if r.n else 1
     return (qprof, qcont, qnn, qid, chunk_g.astype(np.int64), chunk_a.astype(np.int64), chunk_b.astype(np.int64),
-            uprof, ustart, rcont, rnn, rinv, rid, np.ascontiguousarray(rmiss), m.family, m.p), (_mis_dtype(len(cat_pos)), max_run)
+            uprof, ustart, R, rid, bits, boff, card, m.family, m.p), max_run
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #17502ce0
 def nearest(queries,  # DataFrame (with `schema`) or NeighbourData
@@ -478,10 +503,10 @@ def nearest(queries,  # DataFrame (with `schema`) or NeighbourData
         _, first, inverse = np.unique(_row_keys(q.cat[cat_pos], q.cont[cont_pos]), return_index=True, return_inverse=True)
         if len(first) > _DEDUP_SHARE * q.n: inverse = None
         else: q = q.take(np.sort(first)); inverse = np.searchsorted(np.sort(first), first[inverse.ravel()])
-    args, (mis_like, max_run) = _prepared(q, r, m, columns)
+    args, max_run = _prepared(q, r, m, columns)
     kd = np.empty((q.n, k)); kj = np.empty((q.n, k), np.int64)
     with limit_threads(n_jobs, "numba"):
-        _knn_kernel(*args, k, exclude_self, numba.get_num_threads(), mis_like, max_run, kd, kj)
+        _knn_kernel(*args, k, exclude_self, numba.get_num_threads(), max_run, kd, kj)
     return (kd, kj) if inverse is None else (kd[inverse], kj[inverse])
 
 _DEDUP_MIN, _DEDUP_SHARE = 1000, 0.7  # deduplicate queries from 1,000 rows, when at most 70 % of them are distinct
@@ -500,10 +525,10 @@ def count_within(queries,  # DataFrame (with `schema`) or NeighbourData
     radius = check_float("radius", radius, lo=0.0, allow_inf=True)
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     q, r = _tables(queries, references, schema)
-    args, (mis_like, max_run) = _prepared(q, r, m, columns)
+    args, max_run = _prepared(q, r, m, columns)
     counts = np.empty(q.n, np.int64)
     with limit_threads(n_jobs, "numba"):
-        _count_kernel(*args, radius, numba.get_num_threads(), mis_like, max_run, counts)
+        _count_kernel(*args, radius, numba.get_num_threads(), max_run, counts)
     return counts
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #663af842
