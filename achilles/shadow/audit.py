@@ -22,15 +22,13 @@ from ..core.validate import check_int, check_n_jobs, check_choice, check_float, 
 from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
-from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, COMBINED, COPY, DCR, DEFAULT_ATTACKS, FAMILIES, GENLRA, QUERY, RAREST,
-                                         FeaturePlan, StackedPool, check_attacks, crossfit_record, exact_tolerance, feature_plan,
-                                         membership_row, pair_features, rarest_attribute, release_row, stack_pool, transform_features)
-from .set_features import classifier_scores, groundhog_features, reference_mass
+from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPool, check_attacks, exact_tolerance,
+                                         stack_pool, audit_plan, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
 
 # %% auto #0
 __all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool',
-           'audit_plan', 'score_record', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
-           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
+           'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population', 'population_stack',
+           'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -112,62 +110,6 @@ def plan_pool(pm: PoolModel, targets: np.ndarray, n_datasets: int, rng=None, p_i
         rows = np.sort(np.concatenate([inn, fill]))
         specs.append(DatasetSpec("pool", j, 0, rows, ss, dataset_key(pm, rows, None, ss)))
     return AuditPool(targets, aux, Z, specs)
-
-# %% ../../nbs/30_attacks/34_audit.ipynb #a5aa2898
-def audit_plan(schema: Schema,
-               attacks=DEFAULT_ATTACKS,  # the families the audit scores
-               order="auto",  # counting queries on every subset of up to `order` attributes
-               subsets: int = 0,  # and this many random larger subsets
-               rng=None,
-               tol: np.ndarray | None = None,  # `exact_tolerance` of the population (default: from the schema alone)
-               ) -> FeaturePlan:
-    "The feature plan of an audit: only what the asked families read is computed (no counting query without `query`, `exact` or `rarest`)."
-    return feature_plan(schema, order, subsets, rng, attacks=attacks, tol=tol)
-
-def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair_features` rows
-                 y: np.ndarray,  # 1 = IN
-                 plan: FeaturePlan,
-                 attacks=DEFAULT_ATTACKS,  # families to score and combine
-                 classifier: str = "lda",
-                 folds: int = 5,
-                 screen: int = 150,
-                 rng=None,
-                 delta: float = 0.0,
-                 n_jobs=None,
-                 rarest: int = -1,  # the plan's column that counts the record's rarest value (`FeaturePlan.single_column`); -1: none
-                 return_scores: bool = False,  # also return the stack's out-of-fold score of every dataset
-                 stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
-                 inflation: float = 1.0,  # the AUC standard error's widening measured by the run's permutation refits (`null_inflation`)
-                 certify: bool = True,  # the intervals from one more fit, on 60 % of the folds, scored on the rest (`crossfit_record`)
-                 release: np.ndarray | None = None,  # the raw `pair_features` row of the record against the release: scored by the certificate's fit (`release_row`)
-                 ):
-    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features; with `release`, the release's own figures too."
-    attacks = check_attacks(attacks)
-    X = np.asarray(X); Xs = scratch("score_record.X", X.shape); np.copyto(Xs, X); X = Xs  # a copy, in reused memory
-    def untrained_of(X):
-        u = {}
-        if DCR in attacks: u[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
-        if RAREST in attacks and rarest >= 0: u[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
-        return u
-    untrained = untrained_of(X)
-    X = transform_features(X, plan)
-    ex = ex_u = None
-    if release is not None:
-        if not certify: raise ValueError("the release is scored by the certificate's fit: pass certify=True")
-        ex = np.array(np.atleast_2d(release), np.float32)
-        if ex.shape != (1, X.shape[1]): raise ValueError(f"release must be one row of {X.shape[1]} features, got shape {np.shape(release)}")
-        ex_u = untrained_of(ex); ex = transform_features(ex, plan)
-    fam = {k: v for k, v in plan.families().items() if k in attacks}
-    res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
-                          untrained=untrained, stack=stack, certify=certify, extra=ex, extra_untrained=ex_u)
-    row = membership_row(res, y, delta=delta, inflation=inflation)
-    if release is not None:  # beside the trained attack, the untrained signals and the exact copies, each against every OUT dataset
-        fixed = {k: (v, float(ex_u[k][0])) for k, v in untrained.items()}
-        if plan.n_copy:
-            c = plan._offsets()[COPY][0]  # copies_0: synthetic records equal to the record on every attribute (log1p: the same order)
-            fixed[COPY] = (X[:, c].astype(np.float64), float(ex[0, c]))
-        row.update(release_row(res["certificate"], y, fixed))
-    return (row, res["scores"][COMBINED]) if return_scores else row
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #513cd425
 def _check_seed(rng) -> None:
@@ -435,36 +377,6 @@ def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
         if store is not None: store.append("audit", run, rid, row)
         rows.append(row)
         bar.update(1)
-
-def _dataset_signals(pm, plan, stacked, root, reference, n_jobs, times):
-    "What the dataset-level families need, computed once for the whole pool: the reference sample, Gen-LRA's reference masses (kept in the stack) and the Groundhog features."
-    t = time.perf_counter()
-    ref = gh = None
-    if plan.n_classifier or plan.n_genlra:
-        N = len(pm.population)
-        ref = pm.encoded.take(np.sort(np.random.default_rng(seed_child(root, 8)).choice(N, min(reference, N), replace=False)))
-    if plan.n_genlra:
-        bw = [plan.h_max / 2 ** (m + 1) for m in range(plan.n_genlra)]
-        counts = getattr(stacked, "counts", None)
-        stacked = dataclasses.replace(stacked, refmass=reference_mass(stacked, ref, pm.schema, bw, n_jobs=n_jobs))
-        if counts is not None: object.__setattr__(stacked, "counts", counts)
-    if plan.n_groundhog: gh = groundhog_features(stacked, pm.schema, n_jobs=n_jobs)
-    times["dataset signals"] += time.perf_counter() - t
-    return stacked, ref, gh
-
-def _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times, out=None):
-    "The features of a chunk's pairs: the forest's scores first (when asked for), then the pair kernel."
-    clf = None
-    if plan.n_classifier:
-        t = time.perf_counter()
-        clf = classifier_scores(stacked, ref, pm.encoded.take(part), pd_, pt, pm.schema, seed=int(seed_child(root, 9).generate_state(1)[0]), n_jobs=threads)
-        times["dataset signals"] += time.perf_counter() - t
-    return pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads, groundhog=gh, classifier=clf, out=out)
-
-def _rarest_columns(pm, plan, attacks):
-    "Per record of the population, the plan's column counting its rarest value (None when `rarest` is not asked for)."
-    if RAREST not in attacks: return None
-    return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
 
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
                 root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, certify=True):

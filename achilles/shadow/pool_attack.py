@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #8e55d2de
 from __future__ import annotations
-import itertools, math
+import dataclasses, itertools, math, time
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,9 +15,10 @@ from ..core.data import Encoded, Schema
 from ..core.registry import Registry
 from ..core.results import (FPR_LEVELS, _wald_low, auc_interval, auc_p_value, clopper_pearson, eps_ceiling, epsilon_bounds, gdp_epsilon,
                                  gdp_mu_lower)
-from ..core.rng import check_rng
+from ..core.rng import check_rng, seed_child
 from ..core.runtime import limit_threads, scratch
 from ..core.validate import check_int
+from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
@@ -25,7 +26,7 @@ __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG
            'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
            'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features',
            'transform_features', 'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact',
-           'at_ceiling', 'membership_row', 'release_row']
+           'at_ceiling', 'membership_row', 'release_row', 'audit_plan', 'score_record']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -969,3 +970,90 @@ def release_row(cert: dict,  # `crossfit_record(..., certify=True, extra=...)["c
     return dict(release_score=r, release_percentile=100.0 * float((out < r).mean()), release_p=min(1.0, len(ps) * ps[lead]),
                 release_signal=lead, release_lr=((k1 + 1) / (n1 + 1)) / ((k0 + 1) / (n0 + 1)),
                 release_p_floor=min(1.0, len(ps) / (1 + max([n0] + [int((y == 0).sum())] * (len(ps) > 1)))), release_n_out=n0)
+
+# %% ../../nbs/30_attacks/33a_pool_attack.ipynb #a5aa2898
+def audit_plan(schema: Schema,
+               attacks=DEFAULT_ATTACKS,  # the families the audit scores
+               order="auto",  # counting queries on every subset of up to `order` attributes
+               subsets: int = 0,  # and this many random larger subsets
+               rng=None,
+               tol: np.ndarray | None = None,  # `exact_tolerance` of the population (default: from the schema alone)
+               ) -> FeaturePlan:
+    "The feature plan of an audit: only what the asked families read is computed (no counting query without `query`, `exact` or `rarest`)."
+    return feature_plan(schema, order, subsets, rng, attacks=attacks, tol=tol)
+
+def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair_features` rows
+                 y: np.ndarray,  # 1 = IN
+                 plan: FeaturePlan,
+                 attacks=DEFAULT_ATTACKS,  # families to score and combine
+                 classifier: str = "lda",
+                 folds: int = 5,
+                 screen: int = 150,
+                 rng=None,
+                 delta: float = 0.0,
+                 n_jobs=None,
+                 rarest: int = -1,  # the plan's column that counts the record's rarest value (`FeaturePlan.single_column`); -1: none
+                 return_scores: bool = False,  # also return the stack's out-of-fold score of every dataset
+                 stack: bool = True,  # False: the pooled model is the headline, nothing nested (the attacker before issue 35)
+                 inflation: float = 1.0,  # the AUC standard error's widening measured by the run's permutation refits (`null_inflation`)
+                 certify: bool = True,  # the intervals from one more fit, on 60 % of the folds, scored on the rest (`crossfit_record`)
+                 release: np.ndarray | None = None,  # the raw `pair_features` row of the record against the release: scored by the certificate's fit (`release_row`)
+                 ):
+    "One record's audit figures (`membership_row`: AUC, TPR at low FPR, ε lower bound, each family's AUC, the stack's lead) from its features; with `release`, the release's own figures too."
+    attacks = check_attacks(attacks)
+    X = np.asarray(X); Xs = scratch("score_record.X", X.shape); np.copyto(Xs, X); X = Xs  # a copy, in reused memory
+    def untrained_of(X):
+        u = {}
+        if DCR in attacks: u[DCR] = -X[:, plan.dcr_column].astype(np.float64)  # closer = IN
+        if RAREST in attacks and rarest >= 0: u[RAREST] = X[:, rarest].astype(np.float64)  # more copies of the rare value = IN
+        return u
+    untrained = untrained_of(X)
+    X = transform_features(X, plan)
+    ex = ex_u = None
+    if release is not None:
+        if not certify: raise ValueError("the release is scored by the certificate's fit: pass certify=True")
+        ex = np.array(np.atleast_2d(release), np.float32)
+        if ex.shape != (1, X.shape[1]): raise ValueError(f"release must be one row of {X.shape[1]} features, got shape {np.shape(release)}")
+        ex_u = untrained_of(ex); ex = transform_features(ex, plan)
+    fam = {k: v for k, v in plan.families().items() if k in attacks}
+    res = crossfit_record(X, y, fam, folds=folds, screen=screen, classifier=classifier, rng=rng, delta=delta, n_jobs=n_jobs,
+                          untrained=untrained, stack=stack, certify=certify, extra=ex, extra_untrained=ex_u)
+    row = membership_row(res, y, delta=delta, inflation=inflation)
+    if release is not None:  # beside the trained attack, the untrained signals and the exact copies, each against every OUT dataset
+        fixed = {k: (v, float(ex_u[k][0])) for k, v in untrained.items()}
+        if plan.n_copy:
+            c = plan._offsets()[COPY][0]  # copies_0: synthetic records equal to the record on every attribute (log1p: the same order)
+            fixed[COPY] = (X[:, c].astype(np.float64), float(ex[0, c]))
+        row.update(release_row(res["certificate"], y, fixed))
+    return (row, res["scores"][COMBINED]) if return_scores else row
+
+# %% ../../nbs/30_attacks/33a_pool_attack.ipynb #b642e2dd
+def _dataset_signals(pm, plan, stacked, root, reference, n_jobs, times):
+    "What the dataset-level families need, computed once for the whole pool: the reference sample, Gen-LRA's reference masses (kept in the stack) and the Groundhog features."
+    t = time.perf_counter()
+    ref = gh = None
+    if plan.n_classifier or plan.n_genlra:
+        N = len(pm.population)
+        ref = pm.encoded.take(np.sort(np.random.default_rng(seed_child(root, 8)).choice(N, min(reference, N), replace=False)))
+    if plan.n_genlra:
+        bw = [plan.h_max / 2 ** (m + 1) for m in range(plan.n_genlra)]
+        counts = getattr(stacked, "counts", None)
+        stacked = dataclasses.replace(stacked, refmass=reference_mass(stacked, ref, pm.schema, bw, n_jobs=n_jobs))
+        if counts is not None: object.__setattr__(stacked, "counts", counts)
+    if plan.n_groundhog: gh = groundhog_features(stacked, pm.schema, n_jobs=n_jobs)
+    times["dataset signals"] += time.perf_counter() - t
+    return stacked, ref, gh
+
+def _pair_block(pm, plan, stacked, ref, gh, part, pd_, pt, root, threads, times, out=None):
+    "The features of a chunk's pairs: the forest's scores first (when asked for), then the pair kernel."
+    clf = None
+    if plan.n_classifier:
+        t = time.perf_counter()
+        clf = classifier_scores(stacked, ref, pm.encoded.take(part), pd_, pt, pm.schema, seed=int(seed_child(root, 9).generate_state(1)[0]), n_jobs=threads)
+        times["dataset signals"] += time.perf_counter() - t
+    return pair_features(stacked, pm.encoded.take(part), pd_, pt, pm.schema, plan, n_jobs=threads, groundhog=gh, classifier=clf, out=out)
+
+def _rarest_columns(pm, plan, attacks):
+    "Per record of the population, the plan's column counting its rarest value (None when `rarest` is not asked for)."
+    if RAREST not in attacks: return None
+    return np.array([plan.single_column(pm.schema, int(j)) for j in range(len(pm.schema))], np.int64)[rarest_attribute(pm.encoded, pm.schema)]
