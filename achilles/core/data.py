@@ -18,12 +18,12 @@ from .validate import InvalidParameterError, check_columns
 
 # %% auto #0
 __all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'MISSING_SCALED', 'MISSING_LABEL', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS',
-           'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'HEAD_BYTES', 'MAX_TITLE_LINES',
-           'MAX_CODES', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode', 'decode', 'as_encoded',
-           'load_adult', 'load_adult_full', 'load_adult_missing', 'census_path', 'load_uk_census', 'file_compression',
-           'table_start', 'read_csv_checked', 'parse_types', 'sanity_check', 'prepare_table', 'overlap_share',
-           'release_problems', 'check_release', 'parse_na_values', 'detect_sep', 'missing_summary', 'load_csv',
-           'load_dataset', 'dataset_label', 'table_fingerprint']
+           'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'STANDIN_SUFFIX', 'HEAD_BYTES',
+           'MAX_TITLE_LINES', 'MAX_CODES', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode', 'decode',
+           'as_encoded', 'load_adult', 'load_adult_full', 'load_adult_missing', 'census_path', 'load_uk_census',
+           'file_compression', 'table_start', 'read_csv_checked', 'parse_types', 'sanity_check', 'prepare_table',
+           'overlap_share', 'release_problems', 'check_release', 'parse_na_values', 'detect_sep', 'missing_summary',
+           'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
@@ -459,6 +459,7 @@ def census_path(data_dir: str | Path | None = None,  # a data folder holding `uk
 
 CENSUS_HOWTO = (f"The UK census data is not bundled (Open Government Licence, ONS). Download the 2011 Census Microdata Teaching "
                 f"File CSV from the ONS and set {CENSUS_ENV}=/path/to/file.csv, or pass path=...")
+STANDIN_SUFFIX = ".standin.json"  # beside a census stand-in (`achilles.generators.census_standin`): what it is and how it was made
 
 def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or a sample); default: `census_path()`
                    ) -> pd.DataFrame:
@@ -483,7 +484,11 @@ def load_uk_census(path: str | Path | None = None,  # the ONS CSV (full file or 
         raise ValueError(f"{str(path)!r} does not look like the ONS census file: no 'Person ID' column in {list(df.columns)[:5]}...")
     df = df.drop(columns="Person ID")
     for c in df.columns: df[c] = df[c].astype("category")
-    return df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    side = Path(str(path) + STANDIN_SUFFIX)
+    if side.exists():  # a stand-in, not the ONS file: every result made from it must say so
+        df.attrs["stand_in"] = json.loads(side.read_text(encoding="utf-8"))
+    return df
 
 
 # %% ../../nbs/00_core/04_data.ipynb #f1a3c002
