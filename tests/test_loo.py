@@ -101,3 +101,42 @@ def test_boundaries_paths_order_and_times(table, tmp_path, capsys):
     assert capsys.readouterr().out == ""
     r = _loo(table, "independent", records=[3], attacks=("query", "distance", "rarest"))
     assert np.isfinite(r["auc_rarest"]).all()  # the record's rarest column is read
+
+
+def test_a_row_is_the_documented_computation_by_hand(table, tmp_path):
+    """Record 7's row, rebuilt step by step from the documented seed children: the plan from child 2 (no random subsets), the IN and
+    OUT releases (pinned above), the stack of IN then OUT, the pool-level signals, the pair features, and the per-record model
+    on child r of child 5, one thread. Every figure of the row must come out equal."""
+    from achilles.core.rng import seed_child, seed_root
+    from achilles.shadow.audit import PoolModel, _value_groups
+    from achilles.shadow.game import DatasetCache, dataset_key
+    from achilles.shadow.pool_attack import (DEFAULT_ATTACKS, audit_plan, exact_tolerance, score_record, stack_pool,
+                                             _dataset_signals, _pair_block, _rarest_columns)
+    t0 = __import__("time").perf_counter()
+    row = _loo(table, "independent", records=[7], cache_dir=tmp_path / "c", rng=4)
+    wall = __import__("time").perf_counter() - t0
+    assert "index" not in row.columns and row.attrs["seconds"]["total"] <= wall  # the total is the call's own time
+    schema = Schema.from_dataframe(table)
+    pm = PoolModel(table, schema, "independent", dataset_size=len(table))
+    root, N, r, S = seed_root(4), len(table), 7, KW["n_seeds"]
+    plan = audit_plan(schema, DEFAULT_ATTACKS, 1, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    cache = DatasetCache(tmp_path / "c")
+    whole = np.arange(N, dtype=np.int32)
+    group = _value_groups(pm.encoded); without = np.flatnonzero(group != group[r]).astype(np.int32)
+    ins = [cache.get(dataset_key(pm, whole, None, seed_child(seed_child(root, 3), j))) for j in range(S)]
+    outs = [cache.get(dataset_key(pm, without, None, seed_child(seed_child(seed_child(root, 4), r), j))) for j in range(S)]
+    times = {"dataset signals": 0.0, "features": 0.0}
+    stacked, ref, gh = _dataset_signals(pm, plan, stack_pool(ins + outs, compact=True), root, 1000, 1, times)
+    X = _pair_block(pm, plan, stacked, ref, gh, np.array([r]), np.arange(2 * S), np.zeros(2 * S, np.int64), root, 1, times)
+    y = np.r_[np.ones(S, np.int64), np.zeros(S, np.int64)]
+    fig = score_record(X, y, plan, DEFAULT_ATTACKS, "lda", 5, 150, rng=np.random.default_rng(seed_child(seed_child(root, 5), r)),
+                       n_jobs=1, rarest=int(_rarest_columns(pm, plan, DEFAULT_ATTACKS)[r]))
+    got = row.iloc[0]
+    for k, v in fig.items():
+        if isinstance(v, float) and np.isnan(v): assert np.isnan(got[k]), k
+        else: assert got[k] == v, (k, got[k], v)
+
+
+@pytest.mark.parametrize("folds", [1, 51])
+def test_folds_outside_2_to_50_are_refused(table, folds):
+    with pytest.raises(ValueError, match=f"folds={folds}"): _loo(table, "independent", records=[3], folds=folds)
