@@ -98,12 +98,20 @@ def test_boundaries_paths_order_and_times(table, tmp_path, capsys):
     sec = r.attrs["seconds"]
     assert all(0 <= sec[k] <= sec["total"] for k in ("generation", "features", "classifiers")) and sec["generation"] > 0
     assert len(r.attrs["run_id"]) == 16 and len(r.attrs["config"]["population"]) == 16
-    assert capsys.readouterr().out == ""
+    assert sum(sec[k] for k in ("generation", "dataset signals", "features", "classifiers")) <= sec["total"]  # stages run one after another
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""  # verbose=False: no bar from the releases' generation either
+    import hashlib, json
+    want = hashlib.sha256(json.dumps(r.attrs["config"], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    assert r.attrs["run_id"] == want  # the documented hash: a rerun on a store made by another run finds its rows
+    r = _loo(table.iloc[:10], "independent", records=[2], n_seeds=4, folds=2, release_size=2, n_jobs=None)  # n_jobs=None is allowed
+    assert r["record"].tolist() == [2]
     r = _loo(table, "independent", records=[3], attacks=("query", "distance", "rarest"))
     assert np.isfinite(r["auc_rarest"]).all()  # the record's rarest column is read
 
 
-def test_a_row_is_the_documented_computation_by_hand(table, tmp_path):
+@pytest.mark.parametrize("attacks", ["default", ("query", "distance", "rarest")])
+def test_a_row_is_the_documented_computation_by_hand(table, tmp_path, attacks):
     """Record 7's row, rebuilt step by step from the documented seed children: the plan from child 2 (no random subsets), the IN and
     OUT releases (pinned above), the stack of IN then OUT, the pool-level signals, the pair features, and the per-record model
     on child r of child 5, one thread. Every figure of the row must come out equal."""
@@ -113,13 +121,14 @@ def test_a_row_is_the_documented_computation_by_hand(table, tmp_path):
     from achilles.shadow.pool_attack import (DEFAULT_ATTACKS, audit_plan, exact_tolerance, score_record, stack_pool,
                                              _dataset_signals, _pair_block, _rarest_columns)
     t0 = __import__("time").perf_counter()
-    row = _loo(table, "independent", records=[7], cache_dir=tmp_path / "c", rng=4)
+    attacks = DEFAULT_ATTACKS if attacks == "default" else attacks  # the query family reads the plan's subsets: none here
+    row = _loo(table, "independent", records=[7], cache_dir=tmp_path / "c", rng=4, attacks=attacks)
     wall = __import__("time").perf_counter() - t0
     assert "index" not in row.columns and row.attrs["seconds"]["total"] <= wall  # the total is the call's own time
     schema = Schema.from_dataframe(table)
     pm = PoolModel(table, schema, "independent", dataset_size=len(table))
     root, N, r, S = seed_root(4), len(table), 7, KW["n_seeds"]
-    plan = audit_plan(schema, DEFAULT_ATTACKS, 1, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    plan = audit_plan(schema, attacks, 1, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     cache = DatasetCache(tmp_path / "c")
     whole = np.arange(N, dtype=np.int32)
     group = _value_groups(pm.encoded); without = np.flatnonzero(group != group[r]).astype(np.int32)
@@ -129,8 +138,8 @@ def test_a_row_is_the_documented_computation_by_hand(table, tmp_path):
     stacked, ref, gh = _dataset_signals(pm, plan, stack_pool(ins + outs, compact=True), root, 1000, 1, times)
     X = _pair_block(pm, plan, stacked, ref, gh, np.array([r]), np.arange(2 * S), np.zeros(2 * S, np.int64), root, 1, times)
     y = np.r_[np.ones(S, np.int64), np.zeros(S, np.int64)]
-    fig = score_record(X, y, plan, DEFAULT_ATTACKS, "lda", 5, 150, rng=np.random.default_rng(seed_child(seed_child(root, 5), r)),
-                       n_jobs=1, rarest=int(_rarest_columns(pm, plan, DEFAULT_ATTACKS)[r]))
+    fig = score_record(X, y, plan, attacks, "lda", 5, 150, rng=np.random.default_rng(seed_child(seed_child(root, 5), r)),
+                       n_jobs=1, rarest=int(_rarest_columns(pm, plan, attacks)[r]))
     got = row.iloc[0]
     for k, v in fig.items():
         if isinstance(v, float) and np.isnan(v): assert np.isnan(got[k]), k
