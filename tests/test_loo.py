@@ -129,6 +129,7 @@ def test_a_row_is_the_documented_computation_by_hand(table, tmp_path, attacks):
     pm = PoolModel(table, schema, "independent", dataset_size=len(table))
     root, N, r, S = seed_root(4), len(table), 7, KW["n_seeds"]
     plan = audit_plan(schema, attacks, 1, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    assert row.attrs["config"]["n_features"] == plan.n_features  # no random subsets (a constant count on a small table would hide one)
     cache = DatasetCache(tmp_path / "c")
     whole = np.arange(N, dtype=np.int32)
     group = _value_groups(pm.encoded); without = np.flatnonzero(group != group[r]).astype(np.int32)
