@@ -1,0 +1,57 @@
+"""Issue 39: the pool on disk (`achilles.shadow.pool_store`): a full disk mid-save leaves no pool and no temporary file, and names
+the file; a save killed in another process (SIGKILL) leaves a folder that holds no pool, and the next save completes it."""
+import errno, os, signal, subprocess, sys, textwrap
+
+import numpy as np
+import pytest
+
+from achilles.core.runtime import WriteError
+from achilles.shadow import pool_store
+from achilles.shadow.pool_attack import StackedPool
+
+
+def _pool(n=5000):
+    g = np.random.default_rng(0)
+    cat = g.integers(0, 7, (3, n)).astype(np.uint8); cont = g.random((2, n))
+    return StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), np.arange(0, n + 1, 100, dtype=np.int64))
+
+
+def test_a_full_disk_leaves_no_pool_and_names_the_file(tmp_path, monkeypatch):
+    real = np.save
+    def full(f, a, *k, **kw):
+        if a.ndim == 2 and a.dtype == np.float64: raise OSError(errno.ENOSPC, "No space left on device")
+        return real(f, a, *k, **kw)
+    monkeypatch.setattr(pool_store.np, "save", full)
+    with pytest.raises(WriteError, match=r"cont\.npy.*disk is full"):
+        pool_store.save_pool(_pool(), tmp_path / "p", key="k")
+    assert not (tmp_path / "p" / pool_store.MANIFEST).exists() and not list((tmp_path / "p").glob(".pool.*"))
+    assert pool_store.open_pool(tmp_path / "p", key="k") is None
+    monkeypatch.setattr(pool_store.np, "save", real)
+    pool_store.save_pool(_pool(), tmp_path / "p", key="k")  # space again: the save completes in the same folder
+    np.testing.assert_array_equal(pool_store.open_pool(tmp_path / "p", key="k").cont, _pool().cont)
+
+
+def test_a_save_killed_mid_write_leaves_no_pool(tmp_path):
+    "A child process saves a large pool and is killed with SIGKILL while writing; the folder then holds no pool."
+    script = textwrap.dedent(f"""
+        import numpy as np, os, sys
+        from achilles.shadow import pool_store
+        from achilles.shadow.pool_attack import StackedPool
+        n = 1_000_000
+        cont = np.ones((2, n)); cat = np.zeros((1, n), np.uint8)
+        real = np.save
+        def slow(f, a, *k, **kw):
+            if a.ndim == 2 and a.dtype == np.float64:
+                print("writing", flush=True); import time; f.write(b"partial"); f.flush(); time.sleep(60)
+            return real(f, a, *k, **kw)
+        pool_store.np.save = slow
+        pool_store.save_pool(StackedPool(cat, cont, np.ones(n), np.array([0, n])), {str(tmp_path / 'p')!r}, key="k")
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "writing"
+    os.kill(p.pid, signal.SIGKILL); p.wait()
+    assert pool_store.open_pool(tmp_path / "p", key="k") is None  # no manifest: no pool
+    assert list((tmp_path / "p").glob(".pool.*"))  # the half-written file is there ...
+    pool_store.save_pool(_pool(), tmp_path / "p", key="k")
+    assert not list((tmp_path / "p").glob(".pool.*"))  # ... and the next save clears it
+    np.testing.assert_array_equal(pool_store.open_pool(tmp_path / "p", key="k").cat, _pool().cat)
