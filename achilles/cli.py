@@ -447,7 +447,7 @@ def cmd_audit(args) -> int:
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
-                 cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
+                 cache_dir=args.cache_dir or None, rng=args.seed, n_jobs=args.jobs, scoring=args.scoring, verbose=not args.quiet)
     if args.out: write_output(args.out, csv_bytes(rows, raw=args.raw_csv))  # written first (the rows are in the store already), printed after
     auc = rows["auc"]
     sec = rows.attrs["seconds"]
@@ -884,6 +884,10 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--classifier", default="lda", choices=["lda", "logistic", "rf"],
                     help="per-record model: lda (a likelihood ratio, default), logistic, or rf (the paper's random forest)")
     au.add_argument("--folds", type=_POS, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
+    au.add_argument("--scoring", default="threads", choices=["threads", "tasks"],
+                    help="population and release designs: threads (default: features and models in this process) or tasks (the pool "
+                         "written once beside --cache-dir, chunks of records scored by --jobs worker processes, or by Dask workers when "
+                         "a cluster is configured; the same rows)")
     au.add_argument("--interval", default="certificate", choices=["certificate", "calibrated"],
                     help="where each AUC's interval, p-value and q-value come from: certificate (default; the attack fitted on 60 %% of the "
                          "folds, scored on the other 40 %%: nominal by construction) or calibrated (the cross-fitted AUC, widened by --null-fits "

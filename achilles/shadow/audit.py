@@ -9,9 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
 from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
@@ -24,11 +27,12 @@ from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, ge
                                   population_fingerprint, _jsonable)
 from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPool, check_attacks, exact_tolerance,
                                          stack_pool, audit_plan, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
+from .pool_store import open_pool, save_pool
 
 # %% auto #0
-__all__ = ['DESIGNS', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool',
-           'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population', 'population_stack',
-           'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
+__all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool',
+           'plan_pool', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
+           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -162,6 +166,7 @@ def _check_pool_sizes(membership: np.ndarray, folds: int, targets: np.ndarray) -
                       "use n_datasets >= 1,000 for intervals of about ±0.05", ScaleWarning, stacklevel=3)
 
 DESIGNS = ("auto", "bernoulli", "population", "release")
+SCORING = ("threads", "tasks")  # where a population audit's features and models run (`audit`'s `scoring`)
 INTERVALS = ("certificate", "calibrated")  # where the AUC's interval, p-value and q-value come from (`audit`'s `interval`)
 
 class PoolWarning(UserWarning):
@@ -223,6 +228,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           cache_dir=None,  # folder of the synthetic-dataset cache; None: no cache
           rng: int = 0,  # the seed (an int: a rerun finds its rows and datasets)
           n_jobs: int | None = 1,  # generation workers (joblib), numba threads, and records scored at once
+          scoring: str = "threads",  # population / release: "threads" (the features and models in this process's threads) or "tasks" (the pool written once to disk, chunks of records scored by joblib tasks: worker processes, or Dask workers under `parallel_config(backend="dask")`); the rows are the same
           verbose: bool = True,
           ) -> pd.DataFrame:
     "Audit every record: one shared pool of shadow datasets, the strongest attacker per record; a row per record."
@@ -242,6 +248,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                              "interval='calibrated' to widen the cross-fitted AUC's interval instead)")
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     check_choice("design", design, DESIGNS)
+    check_choice("scoring", scoring, SCORING)
     fdr = check_float("fdr", fdr, 0.0, 1.0, lo_open=True, hi_open=True)
     if release is not None:
         if design == "auto": design = "release"
@@ -310,9 +317,12 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                           f"the result's attrs['skipped']). An attacker cannot tell such a record from its copies; its risk is its "
                           f"copy group's (replace-one adjacency: c copies are bounded by c x ε)", PoolWarning, stacklevel=2)
     rows = []
+    if scoring == "tasks" and design not in ("population", "release"):
+        raise ValueError(f"scoring='tasks' scores the population and release designs; design={design!r} scores on this process's "
+                         "threads (pass scoring='threads', or design='population')")
     if len(todo) and design in ("population", "release"):
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, **extra)
+                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, scoring=scoring, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times, **extra)
@@ -571,7 +581,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
                      run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None,
-                     certify=True, release=False):
+                     certify=True, release=False, scoring="threads", pool_dir=None):
     "Score the records `todo` of a population pool; one row per record, stored as it is scored. `release`: the stack's last dataset is the custodian's release, scored by every record's certificate."
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     extra = [pool.n_datasets] if release else []  # the release: one more pair per record, after its IN and OUT datasets
@@ -593,6 +603,11 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                                      folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
     rows = []
     bar = progress(total=len(todo), desc="records", verbose=verbose)
+    if scoring == "tasks":
+        _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack,
+                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir)
+        bar.close()
+        return rows
     with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
             closing(_prefetched(features, list(range(0, len(todo), chunk)), times)) as chunks:  # closed (and waited for) on any error
         for s, (part, sets, X, bounds) in chunks:
@@ -610,10 +625,71 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     bar.close()
     return rows
 
+# %% ../../nbs/30_attacks/34_audit.ipynb #54478b6a
+_POOLS = {}  # pools this process has mapped, by (folder, key): a worker opens (and verifies) each pool once
+
+def _mapped_pool(folder: str, key: str) -> StackedPool:
+    if (folder, key) not in _POOLS:
+        st = open_pool(folder, key)
+        if st is None: raise FileNotFoundError(f"no pool {key!r} in {folder!r}: the folder must be one every worker can read")
+        _POOLS[(folder, key)] = st
+    return _POOLS[(folder, key)]
+
+def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, classifier, folds, screen, delta, root, stack,
+                 inflation, certify, extra, ref) -> tuple:
+    "One task: the records `rids` (encoded rows `enc`, IN and OUT datasets `sets`) scored against the pool in `folder`."
+    t0 = time.perf_counter()
+    st = _mapped_pool(folder, key)
+    gh = st.extras.get("groundhog")
+    times = {"dataset signals": 0.0}
+    pd_ = np.concatenate([np.concatenate([i, o, extra]).astype(np.int64) for i, o in sets])
+    pt = np.concatenate([np.full(len(i) + len(o) + len(extra), k) for k, (i, o) in enumerate(sets)])
+    bounds = np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])]
+    X = _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_, pt, root, 1, times)
+    t1 = time.perf_counter()
+    figs = []
+    with limit_threads(1, "blas"):
+        for k, (i, o) in enumerate(sets):
+            y = np.r_[np.ones(len(i), np.int64), np.zeros(len(o), np.int64)]
+            a, b = bounds[k], bounds[k] + len(y)
+            figs.append(score_record(X[a:b], y, plan, attacks, classifier, folds, screen,
+                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(rids[k]))), delta=delta, n_jobs=1,
+                                     rarest=int(rarest[k]), stack=stack, inflation=inflation, certify=certify,
+                                     release=X[b] if len(extra) else None))
+    return figs, t1 - t0, time.perf_counter() - t1
+
+def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
+                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir):
+    "Score `todo` chunk by chunk as joblib tasks against the pool written once to disk; rows stored here, in order, as they come."
+    import tempfile
+    tmp = None
+    if pool_dir is None: tmp = tempfile.TemporaryDirectory(prefix="achilles-pool-"); folder = Path(tmp.name)
+    else: folder = Path(getattr(pool_dir, "path", pool_dir)) / "pools" / run  # beside the dataset cache (a folder or a DatasetCache)
+    key = f"{run}-{pool.n_datasets}"
+    try:
+        t = time.perf_counter()
+        if open_pool(folder, key) is None: save_pool(stacked, folder, key, extras={"groundhog": gh})
+        times["pool to disk"] = time.perf_counter() - t
+        starts = list(range(0, len(todo), chunk))
+        def task(s):
+            part = todo[s:s + chunk]
+            sets = [pool.record_datasets(int(r), seed_child(seed_child(root, 5), int(r))) for r in part]
+            rr = [-1 if rar is None else int(rar[int(r)]) for r in part]
+            return delayed(_score_chunk)(str(folder), key, pm.schema, plan, pm.encoded.take(part), sets, part, rr, attacks, classifier,
+                                         folds, screen, delta, root, stack, inflation, certify, extra, ref)
+        out = Parallel(n_jobs=1 if n_jobs is None else n_jobs, return_as="generator")(task(s) for s in starts)
+        for s, (figs, t_feat, t_cls) in zip(starts, out):
+            times["features"] += t_feat; times["classifiers"] += t_cls
+            part = todo[s:s + chunk]
+            _keep_rows(figs, part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
+    finally:
+        _POOLS.pop((str(folder), key), None)
+        if tmp is not None: tmp.cleanup()
+
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
                       root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population",
-                      release=None):
+                      release=None, scoring="threads"):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
@@ -634,7 +710,7 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
                             n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
-                            certify=certify, release=release is not None)
+                            certify=certify, release=release is not None, scoring=scoring, pool_dir=cache_dir)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #8a70dfb9
 def release_datasets(n_in: int) -> int:

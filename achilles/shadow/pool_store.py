@@ -27,12 +27,14 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 def _ours(name: str) -> bool:
-    "Files save_pool writes: the manifest, the arrays, and their temporary names."
-    return name == MANIFEST or name.startswith(".pool.") or any(name == f"{a}.npy" for a in _ARRAYS)
+    "Files save_pool writes: the manifest, the arrays (and the extras, `x_*.npy`), and their temporary names."
+    return (name == MANIFEST or name.startswith(".pool.") or any(name == f"{a}.npy" for a in _ARRAYS)
+            or (name.startswith("x_") and name.endswith(".npy")))
 
 def save_pool(stacked: StackedPool,  # the pool, as `stack_pool` or `population_stack` built it
               folder: str | Path,  # an empty folder, or one this function wrote before
               key: str,  # what the pool is (the caller's fingerprint of its design, generator and seed): `open_pool` checks it
+              extras: dict | None = None,  # more arrays computed once per pool (the Groundhog features, ...), by name: `open_pool` gives them back in `.extras`
               ) -> Path:
     "Write a stacked pool to `folder` once (arrays first, the manifest last, atomically); return the folder."
     if not isinstance(stacked, StackedPool): raise TypeError(f"stacked must be a StackedPool (stack_pool builds one), not {type(stacked).__name__}")
@@ -47,8 +49,9 @@ def save_pool(stacked: StackedPool,  # the pool, as `stack_pool` or `population_
     (folder / MANIFEST).unlink(missing_ok=True)  # from here on the folder holds no pool until the new manifest lands
     for p in folder.glob(".pool.*"): p.unlink()  # what a killed save left
     files = {}
-    for name in _ARRAYS:
-        a = getattr(stacked, name)
+    extras = {f"x_{k}": np.asarray(v) for k, v in (extras or {}).items() if v is not None}
+    for name in _ARRAYS + tuple(extras):
+        a = extras[name] if name in extras else getattr(stacked, name)
         if a is None: continue
         tmp, dst = folder / f".pool.{name}.npy", folder / f"{name}.npy"
         try:
@@ -68,7 +71,7 @@ def open_pool(folder: str | Path,  # a folder `save_pool` wrote
               key: str,  # the pool wanted: another key (or no manifest) gives None
               verify: bool = True,  # hash every array before use (a few seconds per GB; False: shapes and sizes only)
               ) -> StackedPool | None:
-    "The pool in `folder`, memory-mapped read-only; None if the folder holds no pool or another one. A changed file raises."
+    "The pool in `folder`, memory-mapped read-only (its extras in `.extras`); None if the folder holds no pool or another one. A changed file raises."
     folder = Path(folder); mpath = folder / MANIFEST
     if not mpath.exists(): return None
     m = json.loads(mpath.read_text(encoding="utf-8"))
@@ -83,4 +86,6 @@ def open_pool(folder: str | Path,  # a folder `save_pool` wrote
         if list(a.shape) != spec["shape"] or str(a.dtype) != spec["dtype"]:
             raise ValueError(f"{str(p)!r} holds {a.dtype}{list(a.shape)}, the manifest says {spec['dtype']}{spec['shape']}")
         arrays[name] = a
-    return StackedPool(arrays["cat"], arrays["cont"], arrays["norm"], arrays["offsets"], arrays.get("refmass"))
+    st = StackedPool(arrays["cat"], arrays["cont"], arrays["norm"], arrays["offsets"], arrays.get("refmass"))
+    object.__setattr__(st, "extras", {k[2:]: v for k, v in arrays.items() if k.startswith("x_")})
+    return st

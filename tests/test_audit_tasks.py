@@ -1,0 +1,105 @@
+"""Issue 39: a population audit scored as tasks (`audit(..., scoring="tasks")`): the pool written once to disk, chunks of records
+scored in worker processes or on Dask workers; the rows equal the threads' rows, and a worker killed mid-run loses no row and writes
+none twice."""
+import os, signal, socket, subprocess, sys, threading, time, warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from achilles.core.data import load_adult
+from achilles.core.results import ResultsStore
+from achilles.shadow.audit import audit
+from achilles.shadow.game import ScaleWarning
+
+COLS = ["record", "auc", "auc_ci_low", "auc_ci_high", "auc_query", "auc_distance", "auc_density", "auc_groundhog", "eps_lower",
+        "tpr@0.01", "n_in", "n_out"]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return load_adult().iloc[:600].reset_index(drop=True)
+
+
+def _audit(df, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScaleWarning)  # small pools on purpose
+        return audit(df, "baynet", **dict(dict(records="all", n_in=10, dataset_size=200, order=1, selectors=(), rng=3, verbose=False,
+                                               design="population"), **kw))
+
+
+def test_tasks_give_the_threads_rows_in_this_process_and_in_two_worker_processes(small, tmp_path):
+    ref = _audit(small)
+    one = _audit(small, scoring="tasks", chunk=50, cache_dir=tmp_path / "c")
+    two = _audit(small, scoring="tasks", chunk=50, n_jobs=2, store=tmp_path / "s.sqlite")  # no cache: a temporary pool folder
+    for r in (one, two): np.testing.assert_array_equal(ref[COLS].to_numpy(), r[COLS].to_numpy())
+    assert (tmp_path / "c" / "pools" / one.attrs["run_id"] / "pool.json").exists()  # the pool beside the dataset cache
+    assert one.attrs["seconds"]["pool to disk"] >= 0 and len(ResultsStore(tmp_path / "s.sqlite").read("audit")) == 600
+    with pytest.raises(ValueError, match="scoring='tasks' scores the population and release designs"):
+        _audit(small, scoring="tasks", design="bernoulli", records=20, n_datasets=40)
+    with pytest.raises(ValueError, match="scoring"):
+        _audit(small, scoring="cluster")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+
+def test_a_dask_worker_killed_mid_run_loses_no_row(small, tmp_path):
+    "`dask scheduler`, two `dask worker` processes; one is killed (SIGKILL, with its nanny) once rows are coming back."
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+    ref = _audit(small)
+    dask = str(Path(sys.executable).parent / "dask")
+    port = _free_port(); addr = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
+    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)]
+    store = tmp_path / "s.sqlite"
+    killed = []
+    def killer():  # as soon as the first rows are stored, kill the second worker and its nanny
+        t0 = time.time()
+        while time.time() - t0 < 600 and not killed:
+            try: n = len(ResultsStore(store).read("audit")) if store.exists() else 0
+            except Exception: n = 0  # the store is being created
+            if n > 0:
+                os.killpg(procs[2].pid, signal.SIGKILL); killed.append(n); return
+            time.sleep(0.2)
+    try:
+        procs += [subprocess.Popen([dask, "worker", addr, "--nthreads", "1", "--nworkers", "1", "--dashboard-address", ":0",
+                                    "--local-directory", str(tmp_path / f"w{i}")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=env, cwd=tmp_path, start_new_session=True) for i in range(2)]
+        with distributed.Client(addr, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+            th = threading.Thread(target=killer, daemon=True); th.start()
+            with parallel_config(backend="dask"):
+                remote = _audit(small, scoring="tasks", chunk=20, n_jobs=-1, store=store, cache_dir=tmp_path / "c")
+            th.join(timeout=5)
+    finally:
+        for p in procs[::-1]:
+            try: os.killpg(p.pid, signal.SIGTERM) if p is not procs[0] else p.terminate()
+            except ProcessLookupError: pass
+        for p in procs: p.wait(timeout=30)
+    assert killed and 0 < killed[0] < 600, killed  # killed mid-run
+    rows = ResultsStore(store).read("audit")
+    assert len(rows) == 600 and rows["record"].astype(int).nunique() == 600  # none lost, none twice
+    np.testing.assert_array_equal(ref[COLS].to_numpy(), remote[COLS].to_numpy())
+
+
+def test_the_cli_passes_scoring(small, tmp_path):
+    "`achilles audit --scoring tasks` scores as tasks (the pool folder appears beside the cache) and gives the API's rows."
+    import pandas as pd
+    from achilles import cli
+    data, out = tmp_path / "data.csv", tmp_path / "rows.csv"
+    small.iloc[:300].to_csv(data, index=False)
+    argv = ["audit", "--csv", str(data), "--generator", "baynet", "--design", "population", "--n-in", "10", "--dataset-size", "100",
+            "--order", "1", "--records", "all", "--seed", "3", "--scoring", "tasks", "--jobs", "1", "--cache-dir", str(tmp_path / "c"),
+            "--out", str(out), "--quiet"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(argv) == 0
+        assert cli.main(argv[:-4] + ["--scoring", "nosuch", "--quiet"]) == 2
+    assert list((tmp_path / "c" / "pools").iterdir())  # the pool was written for the tasks
+    got = pd.read_csv(out).sort_values("record")
+    assert len(got) == 300 and got["auc"].between(0, 1).all()
