@@ -101,5 +101,7 @@ BENCHES.register("riskbench", "achilles.perf.riskbench:bench_riskbench",
                  summary="the Adult leaky sweep of the risk-insertion benchmark (6 levels, every metric) against privacy_report once per level")
 BENCHES.register("nobox", "achilles.perf.nobox:bench_nobox",
                  summary="the full no-box privacy report on 10,000-record Adult tables, and each anonymeter attack against anonymeter at equal counts; --peers: every SynthEval / SDMetrics / synthcity / Synth-MIA metric against the peer's code")
+BENCHES.register("cluster", "achilles.perf.cluster:bench_cluster",
+                 summary="a population audit scored as tasks on a local Dask cluster of 1 and 2 worker processes: per-stage seconds and efficiency, bytes and overhead per task (the input of cluster_model)")
 BENCHES.register("nobox-million", "achilles.perf.nobox:bench_million",
                  summary="exact DCR, NNDR and ε-identifiability searches on 1,000,000 x 1,000,000 jittered Adult records (seconds, peak memory)")

@@ -677,6 +677,9 @@ def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, cla
             rr = [-1 if rar is None else int(rar[int(r)]) for r in part]
             return delayed(_score_chunk)(str(folder), key, pm.schema, plan, pm.encoded.take(part), sets, part, rr, attacks, classifier,
                                          folds, screen, delta, root, stack, inflation, certify, extra, ref)
+        import pickle
+        first = task(starts[0]) if starts else None
+        times.update(tasks=len(starts), **({"task bytes": len(pickle.dumps(first[1], protocol=5))} if first else {}))  # what one task sends
         out = Parallel(n_jobs=1 if n_jobs is None else n_jobs, return_as="generator")(task(s) for s in starts)
         for s, (figs, t_feat, t_cls) in zip(starts, out):
             times["features"] += t_feat; times["classifiers"] += t_cls
