@@ -103,3 +103,20 @@ def test_the_cli_passes_scoring(small, tmp_path):
     assert list((tmp_path / "c" / "pools").iterdir())  # the pool was written for the tasks
     got = pd.read_csv(out).sort_values("record")
     assert len(got) == 300 and got["auc"].between(0, 1).all()
+
+
+def test_the_release_design_and_its_release_file_as_tasks(small, tmp_path):
+    "The release design, with the custodian's release scored by every record's certificate: the same rows as tasks."
+    from achilles.generators import make_generator
+    from achilles.core.data import Schema
+    tab = small.iloc[:300].reset_index(drop=True)
+    g = make_generator("independent", Schema.from_dataframe(tab)).fit(tab, rng=0)
+    rel = g.sample(150, rng=1)
+    kw = dict(design="release", n_in=12, release=rel, records=np.arange(0, 300, 10), order=1, selectors=(), rng=2, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = audit(tab, "independent", **kw)
+        b = audit(tab, "independent", scoring="tasks", n_jobs=2, chunk=7, **kw)
+    cols = ["record", "auc", "n_in", "n_out", "release_p", "release_flag"]
+    assert a.attrs["config"]["design"] == "release" and len(a) == 30
+    np.testing.assert_array_equal(a[cols].to_numpy(), b[cols].to_numpy())
