@@ -12,7 +12,7 @@ import numpy as np
 from .validate import check_n_jobs, resolve_n_jobs
 
 # %% auto #0
-__all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'same_file', 'is_within',
+__all__ = ['FORMULA_START', 'WriteError', 'current_umask', 'file_mode', 'atomic_write', 'file_sha256', 'same_file', 'is_within',
            'check_writable', 'available_memory', 'check_memory', 'scratch', 'escape_controls', 'spreadsheet_safe',
            'csv_bytes', 'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
 
@@ -67,6 +67,11 @@ def atomic_write(path: str | Path,  # destination
         if isinstance(e, OSError) and not isinstance(e, WriteError): raise _write_error(path, e) from e
         raise
     return path
+
+def file_sha256(path: str | Path) -> str:
+    "SHA-256 of a file's bytes (hex), read in blocks: how a file we wrote is recognised again (`census_standin`, `save_pool`)."
+    import hashlib
+    with open(path, "rb") as f: return hashlib.file_digest(f, "sha256").hexdigest()
 
 # %% ../../nbs/00_core/03_runtime.ipynb #8a84a3f3
 def same_file(a: str | Path, b: str | Path) -> bool:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import __version__
 from ..core.data import STANDIN_SUFFIX, Schema, census_path, load_uk_census, CENSUS_HOWTO
-from ..core.runtime import atomic_write
+from ..core.runtime import atomic_write, file_sha256 as _sha256
 from ..core.validate import check_int
 from ..core.rng import seed_child, seed_root
 from .baynet import BayNet
@@ -22,12 +22,6 @@ __all__ = ['STANDIN_RECORDS', 'standin_info', 'census_standin']
 
 # %% ../../nbs/20_generators/26_census_standin.ipynb #0f8ab75a
 STANDIN_RECORDS = 569_741  # the ONS teaching file: a 1 % sample of the 2011 census of England and Wales
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
-    return h.hexdigest()
 
 def standin_info(path: str | Path,  # a CSV
                  ) -> dict | None:

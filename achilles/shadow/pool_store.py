@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..core.runtime import atomic_write, _write_error
+from ..core.runtime import atomic_write, file_sha256 as _sha256, _write_error
 from .pool_attack import StackedPool
 
 # %% auto #0
@@ -19,12 +19,6 @@ __all__ = ['MANIFEST', 'save_pool', 'open_pool']
 # %% ../../nbs/30_attacks/34b_pool_store.ipynb #3a1dd224
 MANIFEST = "pool.json"
 _ARRAYS = ("cat", "cont", "norm", "offsets", "refmass")
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""): h.update(block)
-    return h.hexdigest()
 
 def _ours(name: str) -> bool:
     "Files save_pool writes: the manifest, the arrays (and the extras, `x_*.npy`), and their temporary names."
