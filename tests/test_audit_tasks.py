@@ -34,6 +34,10 @@ def test_tasks_give_the_threads_rows_in_this_process_and_in_two_worker_processes
     two = _audit(small, scoring="tasks", chunk=50, n_jobs=2, store=tmp_path / "s.sqlite")  # no cache: a temporary pool folder
     for r in (one, two): np.testing.assert_array_equal(ref[COLS].to_numpy(), r[COLS].to_numpy())
     assert (tmp_path / "c" / "pools" / one.attrs["run_id"] / "pool.json").exists()  # the pool beside the dataset cache
+    from achilles.shadow.game import cache_info, prune_cache
+    info = cache_info(tmp_path / "c")
+    assert info["pools"] == 1 and info["pool_bytes"] > 0 and info["entries"] == 30  # `achilles cache info` counts it
+    assert prune_cache(tmp_path / "c", everything=True)["pools"] == 1 and not (tmp_path / "c" / "pools" / one.attrs["run_id"]).exists()
     assert one.attrs["seconds"]["pool to disk"] >= 0 and len(ResultsStore(tmp_path / "s.sqlite").read("audit")) == 600
     with pytest.raises(ValueError, match="scoring='tasks' scores the population and release designs"):
         _audit(small, scoring="tasks", design="bernoulli", records=20, n_datasets=40)

@@ -364,6 +364,9 @@ def cache_info(path: str | Path,  # the cache folder (`cache_dir`)
         if verify and _read_entry(f, key)[1] is not None: info["corrupt"] += 1
     if times: info["oldest"], info["newest"] = _utc(min(times)), _utc(max(times))
     elif not info["bytes"]: info["note"] = "no entries: the cache is empty"
+    from achilles.shadow.pool_store import pool_folders  # the pools an audit scored as tasks wrote beside the entries
+    pools = pool_folders(root)
+    info.update(pools=len(pools), pool_bytes=sum(b for _, b, _ in pools))
     return info
 
 # %% ../../nbs/30_attacks/30_game.ipynb #0be15cf3
@@ -402,6 +405,11 @@ def prune_cache(path: str | Path,  # the cache folder (`cache_dir`)
             try: sub.rmdir(); out["folders"] += 1
             except OSError as e:
                 if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT): raise  # filled or removed meanwhile
+    from achilles.shadow.pool_store import pool_folders, remove_pool  # the pools of audits scored as tasks: by the same rule
+    out["pools"] = 0
+    for folder, size, mtime in pool_folders(root):
+        if everything or (cutoff is not None and mtime < cutoff):
+            out["bytes"] += remove_pool(folder); out["pools"] += 1; out["removed"] += 1
     return out
 
 # %% ../../nbs/30_attacks/30_game.ipynb #8dc3ae89

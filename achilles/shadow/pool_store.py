@@ -14,7 +14,7 @@ from ..core.runtime import atomic_write, file_sha256 as _sha256, _write_error
 from .pool_attack import StackedPool
 
 # %% auto #0
-__all__ = ['MANIFEST', 'save_pool', 'open_pool']
+__all__ = ['MANIFEST', 'save_pool', 'open_pool', 'pool_folders', 'remove_pool']
 
 # %% ../../nbs/30_attacks/34b_pool_store.ipynb #3a1dd224
 MANIFEST = "pool.json"
@@ -83,3 +83,27 @@ def open_pool(folder: str | Path,  # a folder `save_pool` wrote
     st = StackedPool(arrays["cat"], arrays["cont"], arrays["norm"], arrays["offsets"], arrays.get("refmass"))
     object.__setattr__(st, "extras", {k[2:]: v for k, v in arrays.items() if k.startswith("x_")})
     return st
+
+# %% ../../nbs/30_attacks/34b_pool_store.ipynb #0bc5c380
+def pool_folders(cache_root: str | Path,  # a dataset cache folder (`cache_dir`)
+                 ) -> list:
+    "The pools `save_pool` wrote under `cache_root/pools`: (folder, bytes of its files, the manifest's modification time)."
+    base = Path(cache_root) / "pools"
+    if not base.is_dir(): return []
+    out = []
+    for f in sorted(base.iterdir()):
+        if f.is_dir() and not f.is_symlink() and (f / MANIFEST).is_file():
+            size = sum(p.stat().st_size for p in f.iterdir() if p.is_file() and _ours(p.name))
+            out.append((f, size, (f / MANIFEST).stat().st_mtime))
+    return out
+
+def remove_pool(folder: str | Path,  # a folder `save_pool` wrote
+                ) -> int:
+    "Delete the files `save_pool` wrote in `folder` (the manifest first), then the folder if it is empty; the bytes removed."
+    folder = Path(folder); freed = 0
+    files = [folder / MANIFEST] + [p for p in sorted(folder.iterdir()) if p.name != MANIFEST and p.is_file() and _ours(p.name)]
+    for p in files:
+        try: freed += p.stat().st_size; p.unlink()
+        except FileNotFoundError: pass
+    if not any(folder.iterdir()): folder.rmdir()
+    return freed
