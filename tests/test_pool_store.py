@@ -55,3 +55,17 @@ def test_a_save_killed_mid_write_leaves_no_pool(tmp_path):
     pool_store.save_pool(_pool(), tmp_path / "p", key="k")
     assert not list((tmp_path / "p").glob(".pool.*"))  # ... and the next save clears it
     np.testing.assert_array_equal(pool_store.open_pool(tmp_path / "p", key="k").cat, _pool().cat)
+
+
+def test_only_the_files_save_pool_writes_count_as_ours(tmp_path):
+    "A foreign `.npy` or `x_*` file blocks a save, survives a removal, and is not counted in a pool's bytes."
+    with pytest.raises(FileExistsError, match="did not write"):
+        (tmp_path / "a").mkdir(); (tmp_path / "a" / "theirs.npy").write_bytes(b"x"); pool_store.save_pool(_pool(), tmp_path / "a", key="k")
+    folder = tmp_path / "c" / "pools" / "run"
+    pool_store.save_pool(_pool(), folder, key="k")
+    ours = sum(p.stat().st_size for p in folder.iterdir())
+    (folder / "x_notes.txt").write_bytes(b"mine" * 1000)
+    [(f, size, _)] = pool_store.pool_folders(tmp_path / "c")
+    assert size == ours  # the foreign file is not the pool's
+    pool_store.remove_pool(folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["x_notes.txt"]
