@@ -150,37 +150,84 @@ def _profiles(t: NeighbourData, cat_pos: np.ndarray) -> tuple:
     t._cache[key] = out
     return out
 
+_MAX_PARTS = 8  # parts of a table by its pattern of missing numbers (the rarest patterns share the last part)
+
+def _patterns(t: NeighbourData, cont_pos: np.ndarray) -> np.ndarray:
+    """The part of every row: rows with the same pattern of missing values (NaN or `MISSING_SCALED`) on the chosen
+    continuous columns share one, the most frequent pattern first (0: the only part of a table without missing numbers)."""
+    if t.n == 0 or len(cont_pos) == 0: return np.zeros(t.n, np.int64)
+    x = t.cont[cont_pos]
+    miss = np.isnan(x) | (x == MISSING_SCALED)
+    if not miss.any(): return np.zeros(t.n, np.int64)
+    if len(cont_pos) <= 62: keys = (miss.T.astype(np.int64) << np.arange(len(cont_pos), dtype=np.int64)).sum(1)
+    else:
+        packed = np.ascontiguousarray(np.packbits(miss.T, axis=1))
+        keys = packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, inv, cnt = np.unique(keys, return_inverse=True, return_counts=True)
+    rank = np.empty(len(cnt), np.int64); rank[np.argsort(-cnt, kind="stable")] = np.arange(len(cnt))
+    return np.minimum(rank[inv.ravel()], _MAX_PARTS - 1)
+
+def _split_profiles(t: NeighbourData, cat_pos: np.ndarray, cont_pos: np.ndarray) -> tuple:
+    """Rows sorted by part (`_patterns`), then by their codes on the chosen categorical columns (stable): (order, run starts
+    [U+1], profiles [C, U], first profile of each part [P+1]). A profile never spans two parts."""
+    key = ("parts",) + tuple(int(c) for c in cat_pos) + (None,) + tuple(int(c) for c in cont_pos)
+    if key in t._cache: return t._cache[key]
+    part = _patterns(t, cont_pos)
+    cat = t.cat[cat_pos]
+    if t.n and not part.any():  # one part: the profiles
+        order, starts, prof = _profiles(t, cat_pos)
+        out = (order, starts, prof, np.array([0, len(starts) - 1], np.int64))
+    elif t.n == 0:
+        out = (np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros((len(cat_pos), 0), t.cat.dtype), np.zeros(2, np.int64))
+    else:
+        order = np.lexsort(np.concatenate([cat[::-1], part[None].astype(cat.dtype)], 0)).astype(np.int64)  # part first
+        s, sp = cat[:, order], part[order]
+        new = np.ones(t.n, bool); new[1:] = (s[:, 1:] != s[:, :-1]).any(axis=0) | (sp[1:] != sp[:-1])
+        first = np.flatnonzero(new)
+        pp = sp[first]  # the part of each profile
+        parts_u = np.searchsorted(pp, np.arange(int(pp[-1]) + 2)).astype(np.int64)
+        out = (order, np.append(first, t.n).astype(np.int64), np.ascontiguousarray(s[:, first]), parts_u)
+    t._cache[key] = out
+    return out
+
 # %% ../nbs/10_kernels/13_neighbours.ipynb #1ab693f4
 _BITS_BUDGET = 64 << 20  # bytes of per-(column, code) bitsets per reference table; columns beyond it are matched code by code
 
 @njit(cache=True)
-def _fill_bits(uprof, boff, bits):
-    "Set bit u of row boff[f] + code in `bits` for every reference profile u and column f that has a bitset (boff[f] >= 0)."
+def _fill_bits(uprof, parts_u, woff, boff, bits):
+    """Set the bit of every reference profile u in row boff[f] + code of `bits`, for every column f that has bitsets
+    (boff[f] >= 0). Each part has its own words: profile u of part s is bit (u - parts_u[s]) of words woff[s]...."""
     C, U = uprof.shape
-    for f in range(C):
-        if boff[f] < 0: continue
-        for u in range(U):
-            c = uprof[f, u]
-            if c >= 0: bits[boff[f] + c, u >> 6] |= np.uint64(1) << np.uint64(u & 63)
+    for s in range(parts_u.shape[0] - 1):
+        for u in range(parts_u[s], parts_u[s + 1]):
+            x = u - parts_u[s]
+            w = woff[s] + (x >> 6); b = np.uint64(1) << np.uint64(x & 63)
+            for f in range(C):
+                c = uprof[f, u]
+                if boff[f] >= 0 and c >= 0: bits[boff[f] + c, w] |= b
 
-def _profile_bits(uprof: np.ndarray, budget: int | None = None) -> tuple:
-    """For each categorical column f and code c, the set of reference profiles with code c in f, as a bitset
-    (uint64[W], W = ceil(Ur / 64)): (bits, row offset per column (-1: no bitsets, over the budget), codes per column)."""
-    C, U = uprof.shape; W = (U + 63) // 64
+def _profile_bits(uprof: np.ndarray, parts_u: np.ndarray | None = None, budget: int | None = None) -> tuple:
+    """For each categorical column f and code c, the set of reference profiles with code c in f, as a bitset per part
+    (words woff[s]:woff[s + 1] for part s): (bits, row offset per column (-1: no bitsets, over the budget), codes per
+    column, woff, parts_u). Without `parts_u`, all profiles are one part."""
+    C, U = uprof.shape
+    parts_u = np.array([0, U], np.int64) if parts_u is None else np.asarray(parts_u, np.int64)
+    woff = np.concatenate([[0], np.cumsum((np.diff(parts_u) + 63) // 64)]).astype(np.int64); W = int(woff[-1])
     card = np.maximum(uprof.max(axis=1).astype(np.int64) + 1, 0) if U else np.zeros(C, np.int64)
     boff = np.full(C, -1, np.int64); total = 0
     for f in np.argsort(card, kind="stable"):  # the narrowest columns first
         if (total + card[f]) * W * 8 <= (_BITS_BUDGET if budget is None else budget): boff[f] = total; total += card[f]
     bits = np.zeros((total, W), np.uint64)
-    _fill_bits(uprof, boff, bits)
-    return bits, boff, card
+    _fill_bits(uprof, parts_u, woff, boff, bits)
+    return bits, boff, card, woff, parts_u
 
 @njit(cache=True)
-def _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level_start, order):
-    """The reference profiles with lo < level <= hi (level: categorical mismatches with query profile g), level by level
-    and in profile order within a level: level L's are order[level_start[L - lo - 1]:level_start[L - lo]]. Returns their number.
-    Bit-sliced counting: after column f, S[l] holds the profiles with exactly l mismatches in columns 0..f (l <= hi)."""
-    C, U = uprof.shape; W = S.shape[1]
+def _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, lo, hi, S, M, zero, level_start, order):
+    """The reference profiles of part s with lo < level <= hi (level: categorical mismatches with query profile g), level
+    by level and in profile order within a level: level L's are order[level_start[L - lo - 1]:level_start[L - lo]].
+    Returns their number. Bit-sliced counting: after column f, S[l] holds the profiles with exactly l mismatches in
+    columns 0..f (l <= hi)."""
+    C = uprof.shape[0]; u0 = parts_u[s]; U = parts_u[s + 1] - u0; w0 = woff[s]; W = woff[s + 1] - w0
     for w in range(W): S[0, w] = ~np.uint64(0)
     if U & 63: S[0, W - 1] = (np.uint64(1) << np.uint64(U & 63)) - np.uint64(1)
     for l in range(1, hi + 1):
@@ -188,13 +235,13 @@ def _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level
     for f in range(C):
         c = qprof[f, g]
         if c < 0 or c >= card[f]: Mr = zero  # a missing query value (code -1) or a code no reference has: matches nothing
-        elif boff[f] >= 0: Mr = bits[boff[f] + c]
+        elif boff[f] >= 0: Mr = bits[boff[f] + c, w0:w0 + W]
         else:  # no bitset for this column (memory budget): the matches of its codes, word by word
             row = uprof[f]
             for w in range(W):
                 x = np.uint64(0)
                 for b in range(min(64, U - 64 * w)):
-                    if row[64 * w + b] == c: x |= np.uint64(1) << np.uint64(b)
+                    if row[u0 + 64 * w + b] == c: x |= np.uint64(1) << np.uint64(b)
                 M[w] = x
             Mr = M
         for l in range(min(hi, f + 1), 0, -1):  # a mismatch moves a profile up one level
@@ -206,7 +253,7 @@ def _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level
         for w in range(W):
             x = S[L, w]
             while x:
-                order[n] = 64 * w + trailing_zeros(x); n += 1
+                order[n] = u0 + 64 * w + trailing_zeros(x); n += 1
                 x &= x - np.uint64(1)
     level_start[hi - lo] = n
     return n
@@ -275,17 +322,70 @@ def _cosine_exact(dot, ann, bnn, L, C, D):
 _SCREEN = 1e-12  # the cosine screen is within a few ulps of the exact distance (and never above it by more)
 
 @njit(cache=True)
-def _level_bounds(C, D, family, p):
-    "A lower bound of the distance of any pair with L categorical mismatches, L = 0..C (a hair below, for rounding)."
+def _bound(family, p, L, C, D, cb):
+    """A lower bound of the distance of any pair with L categorical mismatches whose continuous part is at least `cb`
+    (`_box_part`'s quantity; 0: no knowledge), a hair below for rounding. Increasing in L and in cb."""
     F = C + D
+    if family == EUCLIDEAN: v = math.sqrt(2.0 * L + cb)
+    elif family == SPHERE: v = math.sqrt(cb) if L == 0 else np.inf
+    elif family == MINKOWSKI: v = (C / F) * _rootp(2.0 * L, p) + (D / F) * _rootp(cb, p)
+    elif family == COSINE: v = min((L + D * cb) / F, 1.0)  # 1 - cos >= |a/|a| - b/|b||^2 / 2; the distance is clipped at 1
+    else: v = (L + cb) / F  # gower, hamming
+    return v * (1.0 - 1e-12)
+
+@njit(cache=True)
+def _level_bounds(C, D, family, p):
+    "`_bound` with no knowledge of the continuous part, for L = 0..C."
     lb = np.empty(C + 1)
-    for L in range(C + 1):
-        if family == EUCLIDEAN: v = math.sqrt(2.0 * L)
-        elif family == SPHERE: v = 0.0 if L == 0 else np.inf
-        elif family == MINKOWSKI: v = (C / F) * _rootp(2.0 * L, p)
-        else: v = L / F  # gower, hamming, cosine: the continuous part is >= 0
-        lb[L] = v * (1.0 - 1e-12)
+    for L in range(C + 1): lb[L] = _bound(family, p, L, C, D, 0.0)
     return lb
+
+@njit(cache=True)
+def _part_boxes(R, ustart, parts_u, D, family):
+    """Per part and continuous column, the smallest and the largest value (cosine: value times the row's inverse norm,
+    the unit vector's coordinate) and whether a NaN occurs; and per part whether it holds a zero vector (cosine)."""
+    P = parts_u.shape[0] - 1
+    blo = np.full((P, D), np.inf); bhi = np.full((P, D), -np.inf)
+    bnan = np.zeros((P, D), np.bool_); bzero = np.zeros(P, np.bool_)
+    for s in range(P):
+        for j in range(ustart[parts_u[s]], ustart[parts_u[s + 1]]):
+            inv = R[j, D]
+            if family == COSINE and inv == 0.0: bzero[s] = True
+            for f in range(D):
+                v = R[j, f]
+                if v != v: bnan[s, f] = True; continue
+                if family == COSINE: v = v * inv
+                blo[s, f] = min(blo[s, f], v); bhi[s, f] = max(bhi[s, f], v)
+    return blo, bhi, bnan, bzero
+
+@njit(cache=True)
+def _box_part(qcont, qnn, i, blo, bhi, bnan, bzero, s, family, p):
+    """A lower bound of the continuous part of query i's distance to any reference of part s, from the part's box:
+    per column, the distance from the query's value to the box (cosine: from its unit vector's coordinate), with a NaN
+    1 from everything (gower, hamming). Summed as the family sums (squares for the cosine and the Euclidean, p-th powers
+    for Minkowski), then lowered a hair for rounding."""
+    D = qcont.shape[0]
+    qinv = 0.0
+    if family == COSINE:
+        if qnn[i] == 0.0 or bzero[s]: return 0.0  # a zero vector: the convention, not the unit vectors
+        qinv = 1.0 / math.sqrt(qnn[i])
+    acc = 0.0
+    for f in range(D):
+        x = qcont[f, i]
+        if x != x: c = 1.0  # a NaN query value differs from everything (gower, hamming)
+        else:
+            if family == COSINE: x = x * qinv
+            c = np.inf
+            if blo[s, f] <= bhi[s, f]:  # some numbers: the distance to their range
+                gap = max(blo[s, f] - x, x - bhi[s, f], 0.0)
+                if family == HAMMING: c = 1.0 if gap > 0.0 else 0.0
+                elif family == GOWER: c = gap
+                elif family == MINKOWSKI: c = _powp(gap, p)
+                elif family == COSINE: c = 0.5 * gap * gap
+                else: c = gap * gap  # euclidean, sphere
+            if bnan[s, f]: c = min(c, 1.0)
+        acc += c
+    return max(acc * (1.0 - 1e-9) - 1e-12, 0.0)
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #2111da55
 @njit(cache=True, inline="always")
@@ -297,82 +397,124 @@ def _insert(kd, kj, i, d, j, k):
         kd[i, pos] = kd[i, pos - 1]; kj[i, pos] = kj[i, pos - 1]; pos -= 1
     kd[i, pos] = d; kj[i, pos] = j
 
+@njit(cache=True)
+def _chunk_boxes(qcont, qnn, a, b, blo, bhi, bnan, bzero, family, p, cb, sorder, smin):
+    "`_box_part` of queries a..b-1 and every part into cb; the parts in sorder, by their smallest bound in the chunk."
+    P = blo.shape[0]
+    for s in range(P):
+        smin[s] = np.inf
+        for i in range(a, b):
+            cb[i - a, s] = _box_part(qcont, qnn, i, blo, bhi, bnan, bzero, s, family, p)
+            smin[s] = min(smin[s], cb[i - a, s])
+        pos = s  # insertion sort (few parts)
+        while pos > 0 and smin[sorder[pos - 1]] > smin[s]:
+            sorder[pos] = sorder[pos - 1]; pos -= 1
+        sorder[pos] = s
+
 @njit(cache=True, parallel=True)
 def _knn_kernel(qprof, qcont, qnn, qid,  # query profiles [C, Uq]; sorted values [D, nq], squared norms, original row ids
                 chunk_g, chunk_a, chunk_b,  # work items: query profile, first and last+1 sorted query
-                uprof, ustart, R, rid, bits, boff, card,  # reference profiles [C, Ur], runs; sorted rows [nr, D+2], ids;
-                                                          # profile bitsets per (column, code)
+                uprof, ustart, R, rid,  # reference profiles [C, Ur], runs; sorted rows [nr, D+2] (values, inverse norm,
+                                        # squared norm), original ids
+                bits, boff, card, woff, parts_u,  # profile bitsets per (column, code) and part (`_profile_bits`)
+                blo, bhi, bnan, bzero,  # each part's box (`_part_boxes`)
                 family, p, k, exclude_self, n_threads, max_run,
                 kd, kj):  # outputs [nq, k], rows in the original query order
-    "k nearest references of every query by (distance, original index), visiting reference profiles by mismatch level."
-    C, Ur = uprof.shape; D = qcont.shape[0]; W = (Ur + 63) // 64
-    lb = _level_bounds(C, D, family, p)
+    """k nearest references of every query by (distance, original index), visiting the reference profiles of each part
+    by mismatch level; a part or level whose bound (`_bound` of the level and the part's box) exceeds a query's k-th
+    distance is not visited for that query."""
+    C = uprof.shape[0]; D = qcont.shape[0]; P = parts_u.shape[0] - 1
+    Wmax = 0; Umax = 0; Q = 1
+    for s in range(P):
+        Wmax = max(Wmax, woff[s + 1] - woff[s]); Umax = max(Umax, parts_u[s + 1] - parts_u[s])
+    for c in range(chunk_g.shape[0]): Q = max(Q, chunk_b[c] - chunk_a[c])
     slack = _SCREEN if family == COSINE else 0.0
     n_chunks = chunk_g.shape[0]
     for t in prange(n_threads):  # work items dealt round-robin; each query row is written by one thread only
-        S = np.empty((C + 1, W), np.uint64); M = np.empty(W, np.uint64); zero = np.zeros(W, np.uint64)
-        level_start = np.empty(C + 2, np.int64); order = np.empty(Ur, np.int64)
+        S = np.empty((C + 1, Wmax), np.uint64); M = np.empty(Wmax, np.uint64); zero = np.zeros(Wmax, np.uint64)
+        level_start = np.empty(C + 2, np.int64); order = np.empty(Umax, np.int64)
         acc = np.empty(max_run); out = np.empty(max_run)
+        cb = np.empty((Q, P)); sorder = np.empty(P, np.int64); smin = np.empty(P)
         for c in range(t, n_chunks, n_threads):
-            g = chunk_g[c]
-            for i in range(chunk_a[c], chunk_b[c]):
+            g = chunk_g[c]; a = chunk_a[c]; b = chunk_b[c]
+            for i in range(a, b):
                 qi = qid[i]
                 for s in range(k):
                     kd[qi, s] = np.inf; kj[qi, s] = _BIG
+            _chunk_boxes(qcont, qnn, a, b, blo, bhi, bnan, bzero, family, p, cb, sorder, smin)
             lo, hi = -1, min(C, 1)  # levels lo+1..hi this round; most queries need level 0 or 1 only
             pending = True
             while pending:
-                _profile_levels(qprof, g, uprof, bits, boff, card, lo, hi, S, M, zero, level_start, order)
+                for si in range(P):  # the parts nearest to the chunk first: their pairs lower the k-th distances
+                    s = sorder[si]
+                    need = False
+                    for i in range(a, b):
+                        if _bound(family, p, lo + 1, C, D, cb[i - a, s]) <= kd[qid[i], k - 1]:
+                            need = True; break
+                    if not need: continue
+                    _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, lo, hi, S, M, zero, level_start, order)
+                    for i in range(a, b):
+                        qi = qid[i]
+                        for L in range(lo + 1, hi + 1):
+                            if _bound(family, p, L, C, D, cb[i - a, s]) > kd[qi, k - 1]: break  # nothing here or beyond can enter
+                            for x in range(level_start[L - lo - 1], level_start[L - lo]):
+                                u = order[x]
+                                ra = ustart[u]; m = ustart[u + 1] - ra
+                                _run_distances(qcont, qnn, i, R, ra, m, L, C, family, p, acc, out)
+                                for jj in range(m):
+                                    d = out[jj]
+                                    if d <= kd[qi, k - 1] + slack:
+                                        if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[ra + jj, D + 1], L, C, D)
+                                        j = rid[ra + jj]
+                                        if exclude_self and j == qi: continue
+                                        _insert(kd, kj, qi, d, j, k)
                 pending = False
-                for i in range(chunk_a[c], chunk_b[c]):
-                    qi = qid[i]
-                    if lo >= 0 and lb[lo + 1] > kd[qi, k - 1]: continue  # finished in an earlier round
-                    for L in range(lo + 1, hi + 1):
-                        if lb[L] > kd[qi, k - 1]: break  # no pair at this level or beyond can enter
-                        for s in range(level_start[L - lo - 1], level_start[L - lo]):
-                            u = order[s]
-                            a = ustart[u]; m = ustart[u + 1] - a
-                            _run_distances(qcont, qnn, i, R, a, m, L, C, family, p, acc, out)
-                            for jj in range(m):
-                                d = out[jj]
-                                if d <= kd[qi, k - 1] + slack:
-                                    if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
-                                    j = rid[a + jj]
-                                    if exclude_self and j == qi: continue
-                                    _insert(kd, kj, qi, d, j, k)
-                    if hi < C and lb[hi + 1] <= kd[qi, k - 1]: pending = True
+                if hi < C:
+                    for i in range(a, b):
+                        for s in range(P):
+                            if _bound(family, p, hi + 1, C, D, cb[i - a, s]) <= kd[qid[i], k - 1]: pending = True
                 lo, hi = hi, min(C, hi + max(1, hi // 2))  # one level a round, then half as many again
 
 @njit(cache=True, parallel=True)
-def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, ustart, R, rid, bits, boff, card,
-                  family, p, radius, n_threads, max_run, counts):
-    "Number of references at distance <= radius of every query (profiles whose level bound exceeds the radius are skipped)."
-    C, Ur = uprof.shape; D = qcont.shape[0]; W = (Ur + 63) // 64
-    lb = _level_bounds(C, D, family, p)
+def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, ustart, R, rid, bits, boff, card, woff, parts_u,
+                  blo, bhi, bnan, bzero, family, p, radius, n_threads, max_run, counts):
+    "Number of references at distance <= radius of every query (parts and levels whose bound exceeds the radius are skipped)."
+    C = uprof.shape[0]; D = qcont.shape[0]; P = parts_u.shape[0] - 1
+    Wmax = 0; Umax = 0; Q = 1
+    for s in range(P):
+        Wmax = max(Wmax, woff[s + 1] - woff[s]); Umax = max(Umax, parts_u[s + 1] - parts_u[s])
+    for c in range(chunk_g.shape[0]): Q = max(Q, chunk_b[c] - chunk_a[c])
     slack = _SCREEN if family == COSINE else 0.0
-    top = -1  # the highest level that can hold a pair within the radius
-    for L in range(C + 1):
-        if lb[L] <= radius: top = L
     n_chunks = chunk_g.shape[0]
     for t in prange(n_threads):
-        S = np.empty((C + 1, W), np.uint64); M = np.empty(W, np.uint64); zero = np.zeros(W, np.uint64)
-        level_start = np.empty(C + 2, np.int64); order = np.empty(Ur, np.int64)
+        S = np.empty((C + 1, Wmax), np.uint64); M = np.empty(Wmax, np.uint64); zero = np.zeros(Wmax, np.uint64)
+        level_start = np.empty(C + 2, np.int64); order = np.empty(Umax, np.int64)
         acc = np.empty(max_run); out = np.empty(max_run)
+        cb = np.empty((Q, P)); sorder = np.empty(P, np.int64); smin = np.empty(P)
         for c in range(t, n_chunks, n_threads):
-            if top >= 0: _profile_levels(qprof, chunk_g[c], uprof, bits, boff, card, -1, top, S, M, zero, level_start, order)
-            for i in range(chunk_a[c], chunk_b[c]):
-                n_in = 0
-                for L in range(top + 1):
-                    for s in range(level_start[L], level_start[L + 1]):
-                        u = order[s]
-                        a = ustart[u]; m = ustart[u + 1] - a
-                        _run_distances(qcont, qnn, i, R, a, m, L, C, family, p, acc, out)
-                        for jj in range(m):
-                            d = out[jj]
-                            if d <= radius + slack:
-                                if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
-                                n_in += d <= radius
-                counts[qid[i]] = n_in
+            g = chunk_g[c]; a = chunk_a[c]; b = chunk_b[c]
+            for i in range(a, b): counts[qid[i]] = 0
+            _chunk_boxes(qcont, qnn, a, b, blo, bhi, bnan, bzero, family, p, cb, sorder, smin)
+            for s in range(P):
+                top = -1  # the highest level of part s that can hold a pair within the radius for some query
+                for L in range(C + 1):
+                    if _bound(family, p, L, C, D, smin[s]) <= radius: top = L
+                if top < 0: continue
+                _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, -1, top, S, M, zero, level_start, order)
+                for i in range(a, b):
+                    n_in = 0
+                    for L in range(top + 1):
+                        if _bound(family, p, L, C, D, cb[i - a, s]) > radius: break
+                        for x in range(level_start[L], level_start[L + 1]):
+                            u = order[x]
+                            ra = ustart[u]; m = ustart[u + 1] - ra
+                            _run_distances(qcont, qnn, i, R, ra, m, L, C, family, p, acc, out)
+                            for jj in range(m):
+                                d = out[jj]
+                                if d <= radius + slack:
+                                    if family == COSINE: d = _cosine_exact(acc[jj], qnn[i], R[ra + jj, D + 1], L, C, D)
+                                    n_in += d <= radius
+                    counts[qid[i]] += n_in
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #c94fd6a1
 _BIG = np.iinfo(np.int64).max  # the index of an empty top-k slot
@@ -447,23 +589,25 @@ _CHUNK = 32  # queries per work item (queries of one profile share its levels)
 
 def _prepared(q: NeighbourData, r: NeighbourData, m: Metric, columns) -> tuple:
     """Kernel arguments: query profiles and work items, reference profiles, runs, bitsets and rows (row-major: values,
-    inverse norm, squared norm); and the longest run."""
+    inverse norm, squared norm), each table split into parts by its pattern of missing numbers, and the reference parts'
+    boxes; and the longest run."""
     cat_pos, cont_pos = _subset(q.schema, columns)
     _check_missing(m, q, cat_pos, cont_pos, "queries")
     _check_missing(m, r, cat_pos, cont_pos, "references")
     def side(t):
-        order, starts, prof = _profiles(t, cat_pos)
+        order, starts, prof, parts_u = _split_profiles(t, cat_pos, cont_pos)
         cont = np.ascontiguousarray(t.cont[cont_pos][:, order])
         nn = _sqnorms_T(cont) if m.family == COSINE else np.zeros(t.n)
-        return order, starts, prof, cont, nn
-    qid, qstart, qprof, qcont, qnn = side(q)
-    rid, ustart, uprof, rcont, rnn = (qid, qstart, qprof, qcont, qnn) if r is q else side(r)
+        return order, starts, prof, cont, nn, parts_u
+    qid, qstart, qprof, qcont, qnn, qparts = side(q)
+    rid, ustart, uprof, rcont, rnn, parts_u = (qid, qstart, qprof, qcont, qnn, qparts) if r is q else side(r)
     with np.errstate(divide="ignore"):
         rinv = np.where(rnn > 0, 1.0 / np.sqrt(rnn), 0.0)
     R = np.ascontiguousarray(np.concatenate([rcont, rinv[None], rnn[None]], 0).T)  # a run's rows side by side in memory
-    key = ("bits",) + tuple(int(c) for c in cat_pos)
-    if key not in r._cache: r._cache[key] = _profile_bits(uprof)
-    bits, boff, card = r._cache[key]
+    key = ("bits",) + tuple(int(c) for c in cat_pos) + (None,) + tuple(int(c) for c in cont_pos)
+    if key not in r._cache: r._cache[key] = _profile_bits(uprof, parts_u)
+    bits, boff, card, woff, parts_u = r._cache[key]
+    boxes = _part_boxes(R, ustart, parts_u, len(cont_pos), m.family)
     sizes = np.diff(qstart)
     pieces = -(-sizes // _CHUNK)  # work items per query profile
     chunk_g = np.repeat(np.arange(len(sizes)), pieces)
@@ -472,7 +616,7 @@ def _prepared(q: NeighbourData, r: NeighbourData, m: Metric, columns) -> tuple:
     chunk_b = np.minimum(chunk_a + _CHUNK, qstart[chunk_g + 1])
     max_run = int(np.diff(ustart).max()) if r.n else 1
     return (qprof, qcont, qnn, qid, chunk_g.astype(np.int64), chunk_a.astype(np.int64), chunk_b.astype(np.int64),
-            uprof, ustart, R, rid, bits, boff, card, m.family, m.p), max_run
+            uprof, ustart, R, rid, bits, boff, card, woff, parts_u, *boxes, m.family, m.p), max_run
 
 # %% ../nbs/10_kernels/13_neighbours.ipynb #17502ce0
 def nearest(queries,  # DataFrame (with `schema`) or NeighbourData
