@@ -142,6 +142,15 @@ def _offer(keys, idx, i, key, j, k, w):
         else: break
 
 # %% ../nbs/10_kernels/10_distance.ipynb #09f46a74
+@njit(cache=True, inline="always")
+def _cosine_key(dot, ann, bnn, eq, C, D):
+    "Eq. 5 from the dot product, squared norms and agreements, operation by operation as `_pair_distance` (bit for bit)."
+    F = C + D
+    cos = 0.0
+    if ann == 0.0 or bnn == 0.0: cos = 1.0 if (ann == 0.0 and bnn == 0.0) else 0.0
+    else: cos = min(dot / math.sqrt(ann * bnn), 1.0)
+    return min(max((F - eq - D * cos) / F, 0.0), 1.0)
+
 @njit(cache=True, parallel=True)
 def _knn_kernel(qcat, qcont, qnn,  # query rows: codes [nq, C], scaled values [nq, D], squared norms [nq]
                 ccatT, ccontT, cnn,  # candidates, column-major: codes [C, nc], values [D, nc], squared norms [nc]
@@ -164,7 +173,7 @@ def _knn_kernel(qcat, qcont, qnn,  # query rows: codes [nq, C], scaled values [n
     for b in prange(nblocks):
         i0 = b * bi; i1 = min(nq, i0 + bi)
         eq = np.empty(bj, qcat.dtype)  # same width as the codes: the comparisons vectorise best
-        acc = np.empty(bj); sel = np.empty(bj + 1, np.int64)
+        acc = np.empty(bj); acc2 = np.empty(bj); sel = np.empty(bj + 1, np.int64)
         for i in range(i0, i1):
             for t in range(k):
                 keys[i, t] = np.inf; idx[i, t] = -1
@@ -188,29 +197,30 @@ def _knn_kernel(qcat, qcont, qnn,  # query rows: codes [nq, C], scaled values [n
                 emax = 0  # best categorical agreement in the block: a cheap bound on every key
                 for jj in range(m):
                     if eq[jj] > emax: emax = eq[jj]
-                if family == COSINE:
-                    if F - emax - D >= keys[i, k - 1]: continue  # even equal continuous parts cannot enter
-                    dii = D * (1.0 / math.sqrt(qnn[i]) if qnn[i] > 0 else 0.0)
-                    zi = D * (1.0 if qnn[i] == 0 else 0.0)
-                    if D > 0:  # few candidates whose categorical part lets them enter: their dot products only
-                        lim = keys[i, k - 1] + D + 1e-9  # the screen below exceeds F - eq - D by a few ulps at most
-                        n = 0
-                        for jj in range(m):
-                            sel[n] = jj; n += (F - eq[jj]) < lim
-                        if 2 * n < m:  # (the threshold measured on Adult: 8 and 1 were slower)
-                            for s_ in range(n):
-                                jj = sel[s_]; j = j0 + jj
-                                dot = 0.0
-                                for f in range(D): dot += qcont[i, f] * ccontT[f, j]
-                                key = F - eq[jj] - (dii * dot * cinv[j] + zi * cz[j])  # as the dense loop below, bit for bit
-                                if key < keys[i, k - 1] and j != si: _offer(keys, idx, i, key, j, k, cw[j])
-                            continue
+                if family == COSINE:  # keys: exact distances (Eq. 5), each >= (F - eq - D) / F, as computed, since cos <= 1
+                    if (F - emax - D) / F >= keys[i, k - 1]: continue  # even equal continuous parts cannot enter
                     if D == 0:
                         for jj in range(m):
-                            key = float(F - eq[jj])
+                            key = min(max((F - eq[jj]) / F, 0.0), 1.0)  # `_pair_distance` with D = 0
                             if key < keys[i, k - 1]:
                                 j = j0 + jj
                                 if j != si: _offer(keys, idx, i, key, j, k, cw[j])
+                        continue
+                    dii = D * (1.0 / math.sqrt(qnn[i]) if qnn[i] > 0 else 0.0)
+                    zi = D * (1.0 if qnn[i] == 0 else 0.0)
+                    n = 0  # the candidates whose categorical part may let them enter (F - eq - D < F * d_k, with room for rounding)
+                    lim = F * keys[i, k - 1] * (1.0 + 1e-12) + 1e-9 + D
+                    for jj in range(m):
+                        sel[n] = jj; n += (F - eq[jj]) < lim
+                    if 2 * n < m:  # few of them: their dot products only (the threshold measured on Adult: 8 and 1 were slower)
+                        for s_ in range(n):
+                            jj = sel[s_]; j = j0 + jj
+                            dot = 0.0
+                            for f in range(D): dot += qcont[i, f] * ccontT[f, j]
+                            screen = F - eq[jj] - (dii * dot * cinv[j] + zi * cz[j])  # F * d within a few ulps, no division
+                            if screen <= F * keys[i, k - 1] + 1e-9 and j != si:
+                                key = _cosine_key(dot, qnn[i], cnn[j], eq[jj], C, D)
+                                if key < keys[i, k - 1]: _offer(keys, idx, i, key, j, k, cw[j])
                         continue
                     acc[:m] = 0.0
                     for f in range(D):
@@ -218,13 +228,13 @@ def _knn_kernel(qcat, qcont, qnn,  # query rows: codes [nq, C], scaled values [n
                         col2 = ccontT[f, j0:j1]
                         for jj in range(m): acc[jj] += x * col2[jj]
                     cinvb = cinv[j0:j1]; czb = cz[j0:j1]
+                    for jj in range(m): acc2[jj] = F - eq[jj] - (dii * acc[jj] * cinvb[jj] + zi * czb[jj])  # the screens
                     for jj in range(m):
-                        acc[jj] = F - eq[jj] - (dii * acc[jj] * cinvb[jj] + zi * czb[jj])  # F * d, approximately
-                    for jj in range(m):
-                        key = acc[jj]
-                        if key < keys[i, k - 1]:
+                        if acc2[jj] <= F * keys[i, k - 1] + 1e-9:  # within the screen's rounding of the k-th
                             j = j0 + jj
-                            if j != si: _offer(keys, idx, i, key, j, k, cw[j])
+                            if j != si:
+                                key = _cosine_key(acc[jj], qnn[i], cnn[j], eq[jj], C, D)
+                                if key < keys[i, k - 1]: _offer(keys, idx, i, key, j, k, cw[j])
                 else:
                     if catkey[C - emax] >= keys[i, k - 1]: continue
                     acc[:m] = 0.0

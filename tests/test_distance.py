@@ -268,3 +268,36 @@ def test_vk_over_many_candidate_blocks_matches_reference(missing):
     want = brute_knn_dist(ref_pairwise(ex, ex, "cosine"), 5, True).mean(1)
     for dedup in (False, True):
         np.testing.assert_allclose(vulnerability_scores(ex, None, k=5, metric="cosine", dedup=dedup), want, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("blocks", ["dense", "sparse"])
+def test_cosine_knn_is_exact_when_screens_round_differently(blocks):
+    """Two candidates at the same exact Eq. 5 distance (one categorical mismatch, continuous vectors parallel to the query's),
+    in different candidate blocks, among 2,046 others that cannot enter: sparse, every code differs (only the two get a dot
+    product); dense, they share the query's codes (every candidate gets one) but point more than 60 degrees away. The
+    multiply-only screens of the two round differently; the kernel used to keep the one with the smaller *screen*: one ulp
+    farther in exact distance, or tied with a higher index. `knn` with k = 1 must return the exact minimum of all pairwise
+    distances, and k = 2 both."""
+    g = np.random.default_rng(0)
+    n, hits = 2048, 0
+    for trial in range(40):
+        a, b = g.uniform(0.05, 0.25), g.uniform(0.6, 1.0)
+        s1, s2 = g.uniform(0.1, 1, 2)
+        c1, c2 = ("w", "w") if blocks == "sparse" else ("x", "z")
+        Y = pd.DataFrame({"c1": [c1] * n, "c2": [c2] * n, "u": g.uniform(0.5, 1, n), "v": g.uniform(0, 0.05, n)})
+        Y.loc[5, ["c1", "c2", "u", "v"]] = ["w", "w", 0.0, 0.0]  # the range [0, 1], so that scaling keeps vectors parallel
+        Y.loc[6, ["c1", "c2", "u", "v"]] = ["w", "w", 1.0, 1.0]
+        for j, s in ((0, s1), (1024, s2)):
+            Y.loc[j, ["c1", "c2", "u", "v"]] = ["x", "q", a * s, b * s]
+        X = pd.DataFrame({"c1": ["x"], "c2": ["z"], "u": [a], "v": [b]})
+        schema = Schema.from_dataframe(pd.concat([X, Y], ignore_index=True))
+        all_d = pairwise_distances(X, Y, schema, "cosine")[0]
+        assert sorted(np.argsort(all_d, kind="stable")[:2]) == [0, 1024]  # the two are the nearest
+        d1, i1 = knn(X, schema, 1, "cosine", Y)
+        assert d1[0, 0] == all_d.min(), (trial, d1[0, 0], all_d.min())
+        assert all_d[i1[0, 0]] == all_d.min()
+        d2, i2 = knn(X, schema, 2, "cosine", Y)
+        assert sorted(i2[0]) == [0, 1024]
+        np.testing.assert_array_equal(d2[0], np.sort(all_d)[:2])
+        hits += all_d[0] == all_d[1024]  # the exact distances tie: the case the screens could order either way
+    assert hits >= 5  # the construction does produce ties
