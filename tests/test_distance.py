@@ -277,7 +277,7 @@ def test_cosine_knn_is_exact_when_screens_round_differently(blocks):
     product); dense, they share the query's codes (every candidate gets one) but point more than 60 degrees away. The
     multiply-only screens of the two round differently; the kernel used to keep the one with the smaller *screen*: one ulp
     farther in exact distance, or tied with a higher index. `knn` with k = 1 must return the exact minimum of all pairwise
-    distances, and k = 2 both."""
+    distances (an exact tie: the lower index, visited first), and k = 2 both."""
     g = np.random.default_rng(0)
     n, hits = 2048, 0
     for trial in range(40):
@@ -296,6 +296,7 @@ def test_cosine_knn_is_exact_when_screens_round_differently(blocks):
         d1, i1 = knn(X, schema, 1, "cosine", Y)
         assert d1[0, 0] == all_d.min(), (trial, d1[0, 0], all_d.min())
         assert all_d[i1[0, 0]] == all_d.min()
+        assert i1[0, 0] == np.flatnonzero(all_d == all_d.min())[0]  # an exact tie goes to the first visited: the lower index
         d2, i2 = knn(X, schema, 2, "cosine", Y)
         assert sorted(i2[0]) == [0, 1024]
         np.testing.assert_array_equal(d2[0], np.sort(all_d)[:2])
