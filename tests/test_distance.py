@@ -302,3 +302,23 @@ def test_cosine_knn_is_exact_when_screens_round_differently(blocks):
         np.testing.assert_array_equal(d2[0], np.sort(all_d)[:2])
         hits += all_d[0] == all_d[1024]  # the exact distances tie: the case the screens could order either way
     assert hits >= 5  # the construction does produce ties
+
+
+@pytest.mark.parametrize("share", [0.0, 0.9])
+def test_cosine_knn_with_negative_cosines(share):
+    """A query missing a number (encoded one range-width below the minimum, -1) against candidates that have it: every cosine
+    is negative, so the multiply-only screen lies *above* the exact key whenever its scale is off; the screen must never reject
+    a candidate that belongs to the k nearest (dense blocks; with `share` of the candidates' codes changed, sparse ones)."""
+    g = np.random.default_rng(4)
+    n = 3000
+    Y = pd.DataFrame({"c": np.where(g.random(n) < share, "b", "a"), "u": g.uniform(0.4, 1, n), "v": g.uniform(0, 0.3, n)})
+    Y.loc[0, ["c", "u"]] = ["z", np.nan]  # the schema knows missing numbers; far from every query (another code)
+    Y.loc[1, ["c", "u"]] = ["z", 0.0]  # the range of u starts at 0: every other candidate's u is at least 0.4 of it
+    X = pd.DataFrame({"c": ["a", "a", "b"], "u": [np.nan, np.nan, np.nan], "v": [0.005, 0.01, 0.02]})
+    schema = Schema.from_dataframe(pd.concat([X, Y], ignore_index=True))
+    all_d = pairwise_distances(X, Y, schema, "cosine")
+    eq = (X.c.to_numpy()[:, None] == Y.c.to_numpy()[None, :]).astype(float)
+    assert ((3 * all_d - 2)[eq == 1] > 0).mean() > 0.99  # negative cosines: F d > F - eq - 0 (F = 3) for the same code
+    for k in (1, 5, 20):
+        d, i = knn(X, schema, k, "cosine", Y)
+        np.testing.assert_array_equal(d, np.sort(all_d, axis=1)[:, :k])
