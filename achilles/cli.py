@@ -967,6 +967,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--k", type=_POS, default=None)
     b.add_argument("--repeats", type=_POS, default=None)
     b.add_argument("--generator", default=None)
+    b.add_argument("--params", default=None, help="cluster: the generator's hyperparameters, e.g. epochs=30 (ctgan)")
     b.add_argument("--n-shadow", type=_COUNT, default=None); b.add_argument("--n-test", type=_COUNT, default=None)
     b.add_argument("--n-datasets", type=_POS, default=None, help="audit: datasets in the timed pool (default 4,000)")
     b.add_argument("--missing", type=_float_in(0, 0.9), default=None,

@@ -69,6 +69,26 @@ def test_bench_outside_takes_records_and_replicates(monkeypatch, capsys):
     assert "replicates=2 leaves one fresh pool" in capsys.readouterr().err
 
 
+def test_bench_cluster_takes_generator_params(monkeypatch, capsys):
+    "`bench cluster --generator ctgan --params epochs=30` reaches the benchmark; --params is refused by a bench that takes none."
+    calls = {}
+    def fake_cluster(dataset="adult", n=2000, generator="baynet", params=None, verbose=True):
+        calls.update(generator=generator, params=params)
+    from achilles.perf import BENCHES
+    monkeypatch.setitem(BENCHES._entries["cluster"], "factory", fake_cluster)
+    assert cli.main(["bench", "cluster", "--generator", "ctgan", "--params", "epochs=30", "--quiet"]) == 0
+    assert calls == dict(generator="ctgan", params="epochs=30")
+    assert cli.main(["bench", "neighbours", "--params", "epochs=30"]) == 2
+    assert "does not take option(s) ['--params']" in capsys.readouterr().err
+
+
+def test_bench_cluster_parses_params_and_counts_fits():
+    "The real function: a bad hyperparameter string fails before any cluster starts."
+    from achilles.perf.cluster import bench_cluster
+    with pytest.raises(ValueError):
+        bench_cluster(n=100, generator="baynet", params="degree", verbose=False)
+
+
 def test_an_error_raised_while_stopping_on_ctrl_c_still_exits_130(monkeypatch, capsys):
     "Ctrl-C inside a file writer can surface as the writer's own error (zipfile: 'can't close the ZIP file …'): still 130."
     from achilles import cli

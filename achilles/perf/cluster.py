@@ -4,12 +4,13 @@
 
 # %% ../../nbs/50_perf/58d_cluster.ipynb #bd46c4df
 from __future__ import annotations
-import tempfile, time, warnings
+import sys, tempfile, time, warnings
 
 import numpy as np
 import pandas as pd
 
 from ..core.data import load_dataset
+from ..core.registry import parse_params
 from ..core.validate import check_int
 from . import machine_line
 from ..shadow.audit import audit
@@ -18,6 +19,12 @@ from ..shadow.audit import audit
 __all__ = ['bench_cluster', 'cluster_model']
 
 # %% ../../nbs/50_perf/58d_cluster.ipynb #152e377c
+def _peak_rss() -> tuple:
+    "This process's peak resident memory and its largest finished child's, in MB (run on each worker)."
+    import resource
+    kb = 1024 if sys.platform != "darwin" else 1024 * 1024  # ru_maxrss: kilobytes on Linux, bytes on macOS
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb)
+
 def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
                   n: int = 2000,  # the first n rows are the population (every one audited)
                   generator: str = "baynet",
@@ -25,6 +32,7 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
                   dataset_size: int | None = None,  # |D| (default: a quarter of n, at most 500)
                   workers=(1, 2),  # local worker processes to compare (one thread each)
                   chunk: int | None = 50,  # records per task
+                  params=None,  # the generator's hyperparameters: a dict, or "epochs=30" as `--params` writes them
                   path=None,  # where a dataset that is not bundled lives
                   verbose: bool = True,
                   ) -> pd.DataFrame:
@@ -34,6 +42,7 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
     n = check_int("n", n, lo=20); n_in = check_int("n_in", n_in, lo=5)
     dataset_size = min(500, n // 4) if dataset_size is None else check_int("dataset_size", dataset_size, lo=2, hi=n // 2)  # the population design needs OUT datasets: |D| <= n / 2
     workers = [check_int("workers", w, lo=1) for w in workers]
+    gp = parse_params(params) if isinstance(params, str) else dict(params or {})
     df, schema = load_dataset(dataset, path)
     df = df.iloc[:n].reset_index(drop=True)
     if verbose: print(machine_line())
@@ -43,16 +52,19 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
             warnings.simplefilter("ignore")  # small pools on purpose (ScaleWarning), and distributed's port notices
             with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
                                           local_directory=tmp) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
-                audit(df.iloc[:60], generator, records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
+                audit(df.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
                       scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)  # warm-up: every worker imports and loads its kernels
                 t = time.perf_counter()
-                r = audit(df, generator, records="all", design="population", n_in=n_in, dataset_size=dataset_size, order=1,
+                r = audit(df, generator, generator_params=gp or None, records="all", design="population", n_in=n_in, dataset_size=dataset_size, order=1,
                           selectors=(), scoring="tasks", n_jobs=-1, chunk=chunk, cache_dir=tmp, rng=0, verbose=False)
                 wall = time.perf_counter() - t
+                peaks = list(client.run(_peak_rss).values())  # each worker's peak, and its largest finished child's (an adapter's fit)
         s = r.attrs["seconds"]
         scoring = wall - s["plan"] - s["generation"] - s["dataset signals"] - s.get("pool to disk", 0.0)
         rows.append(dict(workers=w, records=len(r), datasets=r.attrs["config"]["n_datasets"], total_s=wall, generation_s=s["generation"],
                          pool_to_disk_s=s.get("pool to disk", 0.0), scoring_s=scoring, task_seconds=s["features"] + s["classifiers"],
+                         fits_per_hour_per_worker=3600 * r.attrs["config"]["n_datasets"] / max(s["generation"], 1e-9) / w,
+                         peak_worker_mb=max(p[0] for p in peaks), peak_child_mb=max(p[1] for p in peaks),
                          tasks=int(s.get("tasks", 0)), task_bytes=int(s.get("task bytes", 0)),
                          overhead_per_task_s=max(0.0, (w * scoring - s["features"] - s["classifiers"]) / max(1, s.get("tasks", 1)))))
         if ref is None: ref = r
@@ -62,9 +74,9 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
     base = out.iloc[0]; w0 = out.index[0]
     for st in ("generation_s", "scoring_s", "total_s"):
         out[st.replace("_s", "_efficiency")] = (base[st] * w0) / (out[st] * out.index)
-    out.attrs.update(dataset=dataset, generator=generator, n_in=n_in, dataset_size=dataset_size, pool_bytes=None)
+    out.attrs.update(dataset=dataset, generator=generator, generator_params=gp, n_in=n_in, dataset_size=dataset_size, pool_bytes=None)
     if verbose:
-        print(f"bench cluster: {dataset}, {n:,} records, {generator}, n_in={n_in}, |D|={dataset_size}, chunks of {chunk}; same rows on every worker count")
+        print(f"bench cluster: {dataset}, {n:,} records, {generator}{' ' + str(gp) if gp else ''}, n_in={n_in}, |D|={dataset_size}, chunks of {chunk}; same rows on every worker count")
         print(out.round(3).to_string())
     return out
 
