@@ -334,13 +334,6 @@ def _bound(family, p, L, C, D, cb):
     return v * (1.0 - 1e-12)
 
 @njit(cache=True)
-def _level_bounds(C, D, family, p):
-    "`_bound` with no knowledge of the continuous part, for L = 0..C."
-    lb = np.empty(C + 1)
-    for L in range(C + 1): lb[L] = _bound(family, p, L, C, D, 0.0)
-    return lb
-
-@njit(cache=True)
 def _part_boxes(R, ustart, parts_u, D, family):
     """Per part and continuous column, the smallest and the largest value (cosine: value times the row's inverse norm,
     the unit vector's coordinate) and whether a NaN occurs; and per part whether it holds a zero vector (cosine)."""

@@ -1,6 +1,6 @@
 """Every kernel of the neighbour engine, run with numba's bounds checking on (NUMBA_BOUNDSCHECK=1, a fresh cache): on tables with
 ties, duplicates, missing values, word-boundary profile counts and no categorical or no continuous column, no index goes out of
-bounds. Without it an off-by-one write (e.g. one level too many in `_level_bounds`) corrupts memory silently."""
+bounds. Without it an off-by-one write (e.g. one level too many in `_profile_levels`) corrupts memory silently."""
 import os, subprocess, sys, textwrap
 
 SCRIPT = textwrap.dedent("""
