@@ -97,6 +97,17 @@ def _rootp(s, p):
     return s ** (1.0 / p)
 
 @njit(cache=True)
+def _cosine_key(dot, ann, bnn, eq, C, D):
+    """Eq. 5 from the dot product, the squared norms and the categorical agreements: the one place its arithmetic is written
+    (`_pair_distance`, the kernels here and `achilles.neighbours` call it, so their distances agree bit for bit)."""
+    F = C + D
+    cos = 0.0
+    if D > 0:
+        if ann == 0.0 or bnn == 0.0: cos = 1.0 if (ann == 0.0 and bnn == 0.0) else 0.0  # the zero-vector convention
+        else: cos = min(dot / math.sqrt(ann * bnn), 1.0)  # == 1 exactly for equal vectors
+    return min(max((F - eq - D * cos) / F, 0.0), 1.0)
+
+@njit(cache=True)
 def _pair_distance(acat, acont, ann, bcat, bcont, bnn, family, p):
     "Exact Eq. 5 (family COSINE) or Eq. 6 (MINKOWSKI, order p) between two encoded records; `ann`, `bnn` are squared norms."
     C = acat.shape[0]; D = acont.shape[0]; F = C + D
@@ -104,16 +115,9 @@ def _pair_distance(acat, acont, ann, bcat, bcont, bnn, family, p):
     for f in range(C):
         if acat[f] == bcat[f]: eq += 1
     if family == COSINE:
-        cos = 0.0
-        if D > 0:
-            if ann == 0.0 or bnn == 0.0:
-                cos = 1.0 if (ann == 0.0 and bnn == 0.0) else 0.0  # the zero-vector convention
-            else:
-                dot = 0.0
-                for f in range(D): dot += acont[f] * bcont[f]
-                cos = min(dot / math.sqrt(ann * bnn), 1.0)  # == 1 exactly for equal vectors
-        d = (F - eq - D * cos) / F
-        return min(max(d, 0.0), 1.0)
+        dot = 0.0
+        for f in range(D): dot += acont[f] * bcont[f]
+        return _cosine_key(dot, ann, bnn, eq, C, D)
     s = 0.0
     for f in range(D): s += _powp(abs(acont[f] - bcont[f]), p)
     return (C / F) * _rootp(2.0 * (C - eq), p) + (D / F) * _rootp(s, p)
@@ -142,15 +146,6 @@ def _offer(keys, idx, i, key, j, k, w):
         else: break
 
 # %% ../nbs/10_kernels/10_distance.ipynb #09f46a74
-@njit(cache=True, inline="always")
-def _cosine_key(dot, ann, bnn, eq, C, D):
-    "Eq. 5 from the dot product, squared norms and agreements, operation by operation as `_pair_distance` (bit for bit)."
-    F = C + D
-    cos = 0.0
-    if ann == 0.0 or bnn == 0.0: cos = 1.0 if (ann == 0.0 and bnn == 0.0) else 0.0
-    else: cos = min(dot / math.sqrt(ann * bnn), 1.0)
-    return min(max((F - eq - D * cos) / F, 0.0), 1.0)
-
 @njit(cache=True, parallel=True)
 def _knn_kernel(qcat, qcont, qnn,  # query rows: codes [nq, C], scaled values [nq, D], squared norms [nq]
                 ccatT, ccontT, cnn,  # candidates, column-major: codes [C, nc], values [D, nc], squared norms [nc]

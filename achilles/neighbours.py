@@ -16,7 +16,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from .core.data import Schema, MISSING_SCALED
 from .core.runtime import limit_threads
 from .core.validate import check_bool, check_float, check_int, check_n_jobs
-from .distance import COSINE, EUCLIDEAN, GOWER, HAMMING, MINKOWSKI, SPHERE, Metric, _powp, _rootp, _sqnorms, get_metric
+from .distance import COSINE, EUCLIDEAN, GOWER, HAMMING, MINKOWSKI, SPHERE, Metric, _cosine_key, _powp, _rootp, _sqnorms, get_metric
 
 # %% auto #0
 __all__ = ['MISSING_CODE', 'NeighbourData', 'nearest', 'count_within', 'count_matches']
@@ -307,17 +307,8 @@ def _run_distances(qcont, qnn, i,  # queries: values [D, nq] (sorted), squared n
 
 @njit(cache=True, inline="always")
 def _cosine_exact(dot, ann, bnn, L, C, D):
-    "Eq. 5 from the dot product and squared norms, operation by operation as `achilles.distance._pair_distance`."
-    F = C + D
-    eq = C - L
-    cos = 0.0
-    if D > 0:
-        if ann == 0.0 or bnn == 0.0:
-            cos = 1.0 if (ann == 0.0 and bnn == 0.0) else 0.0
-        else:
-            cos = min(dot / math.sqrt(ann * bnn), 1.0)
-    d = (F - eq - D * cos) / F
-    return min(max(d, 0.0), 1.0)
+    "Eq. 5 from the dot product and squared norms, by `achilles.distance._cosine_key` (as `_pair_distance`, bit for bit)."
+    return _cosine_key(dot, ann, bnn, C - L, C, D)
 
 _SCREEN = 1e-12  # the cosine screen is within a few ulps of the exact distance (and never above it by more)
 
