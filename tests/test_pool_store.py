@@ -69,3 +69,25 @@ def test_only_the_files_save_pool_writes_count_as_ours(tmp_path):
     assert size == ours  # the foreign file is not the pool's
     pool_store.remove_pool(folder)
     assert sorted(p.name for p in folder.iterdir()) == ["x_notes.txt"]
+
+
+def test_cache_info_and_prune_cache_count_and_remove_pools(tmp_path):
+    """A pool written beside the dataset cache is counted by `cache_info`, kept by `prune_cache` when it is newer than the cut-off or
+    when nothing is asked, and removed by `everything=True` / an older cut-off, with its bytes and its count reported."""
+    from achilles.shadow.game import cache_info, prune_cache
+    folder = tmp_path / "pools" / "run1"
+    pool_store.save_pool(_pool(300), folder, key="k")
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    info = cache_info(tmp_path)
+    assert (info["pools"], info["pool_bytes"]) == (1, size)
+    out = prune_cache(tmp_path, older_than_days=1.0)  # written just now: kept
+    assert (out["pools"], out["removed"], out["bytes"]) == (0, 0, 0) and folder.is_dir()
+    old = os.path.getmtime(folder / pool_store.MANIFEST) - 3 * 86400
+    os.utime(folder / pool_store.MANIFEST, (old, old))
+    out = prune_cache(tmp_path, older_than_days=1.0)
+    assert (out["pools"], out["removed"], out["bytes"]) == (1, 1, size) and not folder.exists()
+    pool_store.save_pool(_pool(300), folder, key="k")
+    out = prune_cache(tmp_path, everything=True)
+    assert (out["pools"], out["removed"], out["bytes"]) == (1, 1, size) and not folder.exists()
+    pool_store.save_pool(_pool(300), folder, key="k")
+    assert pool_store.remove_pool(folder) == size and not folder.exists()
