@@ -180,6 +180,29 @@ def test_resume_after_kill_loses_and_duplicates_nothing(small, tmp_path, monkeyp
         np.testing.assert_array_equal(a.cat, b.cat); np.testing.assert_array_equal(a.cont, b.cont)
 
 
+def test_workers_write_the_cache_where_they_see_its_folder(small, tmp_path, monkeypatch):
+    """Issue 39: a worker writes each dataset it makes into the cache folder where it sees it (same machine or shared storage), so
+    the client only stacks them (the client's compression and fsync per dataset capped generation on 2 workers); where a worker
+    does not see the folder, the client writes it. Either way every dataset is stored once and loads as it was made."""
+    tm = tm_of(small, generator="independent")
+    client_puts, real_put = [], DatasetCache.put
+    monkeypatch.setattr(DatasetCache, "put", lambda self, key, enc, meta=None: client_puts.append(key) or real_put(self, key, enc, meta))
+    made = play_game(tm, 0, rng=8, cache=tmp_path / "a", jobs=2, batch_size=4, verbose=False)  # loky workers: other processes
+    assert client_puts == [] and len(list((tmp_path / "a").glob("*/*.npz"))) == 30
+    real_batch = game._fit_sample_batch
+    elsewhere = tmp_path / "not_on_this_worker"
+    monkeypatch.setattr(game, "_fit_sample_batch",
+                        lambda *a, cache=None, keys=None, **k: real_batch(*a, cache=None if cache is None else str(elsewhere), keys=keys, **k))
+    play_game(tm, 0, rng=8, cache=tmp_path / "b", jobs=1, batch_size=4, verbose=False)
+    assert len(client_puts) == 30 and len(set(client_puts)) == 30 and not elsewhere.exists()
+    monkeypatch.setattr(game, "_fit_sample_batch", real_batch)
+    for folder in ("a", "b"):
+        again = play_game(tm, 0, rng=8, cache=tmp_path / folder, verbose=False)
+        assert again.stats["cached"] == 30 and again.stats["generated"] == 0
+        for x, y in zip(made.shadow + made.test, again.shadow + again.test):
+            np.testing.assert_array_equal(x.cat, y.cat); np.testing.assert_array_equal(x.cont, y.cont)
+
+
 def test_validation(small):
     tm = tm_of(small)
     with pytest.raises(ValueError, match="target=99999"): play_game(tm, 99999, verbose=False)

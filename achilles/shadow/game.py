@@ -437,6 +437,11 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
         if own is None: make_generator(tm.generator, tm.schema, **tm.generator_params)  # bad hyperparameters fail here, not in a worker
         workers = max(1, effective_n_jobs(jobs))
         bs = batch_size or max(1, min(64, math.ceil(len(todo) / (4 * workers))))
+        where = None
+        if cache is not None and cache.path is not None:  # the workers write the datasets they make where they see this folder
+            cache.path.mkdir(parents=True, exist_ok=True); where = str(cache.path)
+        meta = lambda s: dict(role=s.role, index=s.index, label=s.label, generator=tm.generator, params=tm.generator_params,
+                              population=tm.name)
         tasks, metas, parent = [], [], _parent_token()
         for role in dict.fromkeys(specs[i].role for i in todo):  # keep order of first appearance
             idx = [i for i in todo if specs[i].role == role]
@@ -445,17 +450,18 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
             for b in range(0, len(idx), bs):
                 chunk = idx[b:b + bs]
                 jobs_ = [(np.searchsorted(ids, specs[i].rows), bool(specs[i].label), specs[i].seed) for i in chunk]
+                keys = None if where is None else [(specs[i].key, meta(specs[i])) for i in chunk]
                 tasks.append(delayed(_fit_sample_batch)(tm.generator if own is None else own, tm.generator_params, tm.schema, pool, target,
-                                                        None if getattr(tm, "own_size", False) else tm.dataset_size, jobs_, parent=parent))
+                                                        None if getattr(tm, "own_size", False) else tm.dataset_size, jobs_, parent=parent,
+                                                        cache=where, keys=keys))
                 metas.append(chunk)
         results = Parallel(n_jobs=jobs, return_as="generator")(tasks)
         with tqdm(total=len(todo), desc=desc, disable=not verbose, leave=False) as bar:
             for chunk, res in zip(metas, results):
                 for i, enc in zip(chunk, res):
                     s = specs[i]
-                    if cache is not None:
-                        cache.put(s.key, enc, meta=dict(role=s.role, index=s.index, label=s.label, generator=tm.generator,
-                                                        params=tm.generator_params, population=tm.name))
+                    if cache is not None and s.key not in cache:  # a worker that saw the folder wrote it (local or shared storage)
+                        cache.put(s.key, enc, meta=meta(s))
                     out[i] = expand(enc)
                 bar.update(len(chunk))
     return out, dict(cached=len(specs) - len(todo), generated=len(todo))
@@ -497,17 +503,22 @@ def _watch_parent(parent: tuple[int, str] | None, interval: float = 0.5) -> bool
     return True
 
 def _fit_sample_batch(generator, params: dict, schema: Schema, pool: Encoded, target: Encoded, size: int | None,
-                      jobs: list, parent: tuple[int, str] | None = None) -> list:
+                      jobs: list, parent: tuple[int, str] | None = None,
+                      cache: str | None = None,  # the client's cache folder: where this worker sees it (same machine, shared storage), it writes each dataset there
+                      keys: list | None = None,  # with `cache`: (key, meta) of each job
+                      ) -> list:
     "Worker: fit and sample each (local row ids, add target, seed) of `jobs`, `size` records (None: as many as it was trained on); return compact datasets. `generator`: a name, or an unfitted `Generator` that each dataset gets a fresh copy of."
     _watch_parent(parent)
     from achilles.generators import make_generator
+    store = DatasetCache(cache) if cache is not None and os.path.isdir(cache) else None  # not seen here: the client writes it
     out = []
-    for local, add, ss in jobs:
+    for n, (local, add, ss) in enumerate(jobs):
         train = pool.take(local)
         if add: train = Encoded(np.concatenate([train.cat, target.cat]), np.concatenate([train.cont, target.cont]))
         gen = make_generator(generator, schema, **params) if isinstance(generator, str) else copy.deepcopy(generator)
         gen.fit_encoded(train, rng=np.random.default_rng(seed_child(ss, 1)))
         out.append(compact(gen.sample_encoded(train.n if size is None else size, rng=np.random.default_rng(seed_child(ss, 2)))))
+        if store is not None: store.put(keys[n][0], out[-1], meta=keys[n][1])
     return out
 
 # %% ../../nbs/30_attacks/30_game.ipynb #fde04ced
