@@ -50,11 +50,12 @@ def _free_port():
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 
-def test_a_dask_worker_killed_mid_run_loses_no_row(small, tmp_path):
-    "`dask scheduler`, two `dask worker` processes; one is killed (SIGKILL, with its nanny) once rows are coming back."
+@pytest.mark.parametrize("design", ["population", "release"])
+def test_a_dask_worker_killed_mid_run_loses_no_row(small, tmp_path, design):
+    "`dask scheduler`, two `dask worker` processes; one is killed (SIGKILL, with its nanny) once rows are coming back. In each design."
     distributed = pytest.importorskip("distributed")
     from joblib import parallel_config
-    ref = _audit(small)
+    ref = _audit(small, design=design)
     dask = str(Path(sys.executable).parent / "dask")
     port = _free_port(); addr = f"tcp://127.0.0.1:{port}"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
@@ -78,7 +79,7 @@ def test_a_dask_worker_killed_mid_run_loses_no_row(small, tmp_path):
             client.wait_for_workers(2, timeout=120)
             th = threading.Thread(target=killer, daemon=True); th.start()
             with parallel_config(backend="dask"):
-                remote = _audit(small, scoring="tasks", chunk=20, n_jobs=-1, store=store, cache_dir=tmp_path / "c")
+                remote = _audit(small, scoring="tasks", chunk=20, n_jobs=-1, store=store, cache_dir=tmp_path / "c", design=design)
             th.join(timeout=5)
     finally:
         for p in procs[::-1]:
@@ -89,6 +90,7 @@ def test_a_dask_worker_killed_mid_run_loses_no_row(small, tmp_path):
     rows = ResultsStore(store).read("audit")
     assert len(rows) == 600 and rows["record"].astype(int).nunique() == 600  # none lost, none twice
     np.testing.assert_array_equal(ref[COLS].to_numpy(), remote[COLS].to_numpy())
+    assert remote.attrs["config"]["design"] == design
 
 
 def test_the_cli_passes_scoring(small, tmp_path):

@@ -16,7 +16,7 @@ from . import machine_line
 from ..shadow.audit import audit
 
 # %% auto #0
-__all__ = ['bench_cluster', 'cluster_model']
+__all__ = ['bench_cluster', 'cluster_model', 'audit_slice']
 
 # %% ../../nbs/50_perf/58d_cluster.ipynb #152e377c
 def _peak_rss() -> tuple:
@@ -106,3 +106,44 @@ def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 wo
                      assumptions=dict(scale=scale, pool_bytes=pool_bytes, storage_bandwidth=storage_bandwidth, overhead_per_task_s=o,
                                       generation_efficiency=eff("generation_efficiency"), scoring_efficiency=eff("scoring_efficiency")))
     return out
+
+# %% ../../nbs/50_perf/58d_cluster.ipynb #2897b2a4
+def audit_slice(dataset: str = "census",  # the population Ω: a dataset `load_dataset` knows (every row is in Ω)
+                path=None,  # where a dataset that is not bundled lives (the census stand-in's CSV)
+                records: int = 20_000,  # a seeded random slice of Ω, audited (`audit(records=...)`)
+                generator: str = "baynet",
+                n_in: int = 500,  # IN datasets per record (as many OUT); the pool is n_in x ceil(|Ω| / |D|) datasets whatever the slice
+                dataset_size: int = 1000,  # |D|
+                workers: int = 2,  # local worker processes (one thread each)
+                chunk: int = 50,  # records per task
+                cache_dir=None,  # the synthetic datasets' cache: a rerun loads them
+                store=None,  # the audit's results store: a rerun finds its rows and scores only the rest
+                name: str | None = "census_standin",  # what the data is called in the store
+                rng: int = 0,
+                verbose: bool = True,
+                ) -> tuple:
+    """A seeded random slice of a population audited end to end on a local Dask cluster (`scoring="tasks"`, `bench_cluster`'s
+    attacker): (its rows, the measurement: wall and stage seconds, every worker's peak memory and this process's)."""
+    import distributed, resource
+    from joblib import parallel_config
+    records = check_int("records", records, lo=1); n_in = check_int("n_in", n_in, lo=2); workers = check_int("workers", workers, lo=1)
+    df, schema = load_dataset(dataset, path)
+    if records > len(df): raise ValueError(f"records={records:,}: the population has {len(df):,} rows; pass at most that")
+    if verbose: print(machine_line())
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # distributed's port notices
+        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      local_directory=tmp) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
+            audit(df.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
+                  scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)  # warm-up: every worker imports and loads its kernels
+            t = time.perf_counter()
+            r = audit(df, generator, records=records, design="population", n_in=n_in, dataset_size=dataset_size, order=1, selectors=(),
+                      scoring="tasks", n_jobs=-1, chunk=chunk, cache_dir=cache_dir, store=store, name=name, rng=rng, verbose=verbose)
+            wall = time.perf_counter() - t
+            peaks = list(client.run(_peak_rss).values())
+    kb = 1024 if sys.platform != "darwin" else 1024 * 1024
+    m = dict(wall_s=wall, seconds={k: float(v) for k, v in r.attrs.get("seconds", {}).items()}, records=len(r),
+             population=len(df), n_datasets=int(r.attrs["config"]["n_datasets"]), n_in=n_in, dataset_size=dataset_size, workers=workers,
+             chunk=chunk, generator=generator, peak_worker_mb=[p[0] for p in peaks], peak_child_mb=[p[1] for p in peaks],
+             peak_client_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, skipped=r.attrs.get("skipped"), machine=machine_line())
+    return r, m
