@@ -187,8 +187,8 @@ def test_workers_write_the_cache_where_they_see_its_folder(small, tmp_path, monk
     tm = tm_of(small, generator="independent")
     client_puts, real_put = [], DatasetCache.put
     monkeypatch.setattr(DatasetCache, "put", lambda self, key, enc, meta=None: client_puts.append(key) or real_put(self, key, enc, meta))
-    made = play_game(tm, 0, rng=8, cache=tmp_path / "a", jobs=2, batch_size=4, verbose=False)  # loky workers: other processes
-    assert client_puts == [] and len(list((tmp_path / "a").glob("*/*.npz"))) == 30
+    made = play_game(tm, 0, rng=8, cache=tmp_path / "a" / "new", jobs=2, batch_size=4, verbose=False)  # loky workers: other processes; a folder (and its parent) made for them
+    assert client_puts == [] and len(list((tmp_path / "a" / "new").glob("*/*.npz"))) == 30
     real_batch = game._fit_sample_batch
     elsewhere = tmp_path / "not_on_this_worker"
     monkeypatch.setattr(game, "_fit_sample_batch",
@@ -196,7 +196,7 @@ def test_workers_write_the_cache_where_they_see_its_folder(small, tmp_path, monk
     play_game(tm, 0, rng=8, cache=tmp_path / "b", jobs=1, batch_size=4, verbose=False)
     assert len(client_puts) == 30 and len(set(client_puts)) == 30 and not elsewhere.exists()
     monkeypatch.setattr(game, "_fit_sample_batch", real_batch)
-    for folder in ("a", "b"):
+    for folder in ("a/new", "b"):
         again = play_game(tm, 0, rng=8, cache=tmp_path / folder, verbose=False)
         assert again.stats["cached"] == 30 and again.stats["generated"] == 0
         for x, y in zip(made.shadow + made.test, again.shadow + again.test):
