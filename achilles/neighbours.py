@@ -258,8 +258,8 @@ def _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, lo, hi,
     level_start[hi - lo] = n
     return n
 
-@njit(cache=True)
-def _run_distances(qcont, qnn, i,  # queries: values [D, nq] (sorted), squared norms; query position
+@njit(cache=True, inline="always")  # inlined into the search loops: a run of the missing table holds 2 rows on average, so the call cost per run counted
+def _run_distances(qcont, qnn, qinv, i,  # queries: values [D, nq] (sorted), squared norms; the query's 1 / sqrt(qnn[i]) (`_qinv`); query position
                    R, a, m, L, C,  # references (sorted), row-major [nr, D + 2]: values, inverse norm, squared norm; run
                                    # start and length; categorical mismatches of the run; C
                    family, p, acc, out):  # metric; scratch; output
@@ -302,8 +302,12 @@ def _run_distances(qcont, qnn, i,  # queries: values [D, nq] (sorted), squared n
         if qnn[i] == 0.0:  # a zero query vector: the convention needs the exact formula
             for jj in range(m): out[jj] = _cosine_exact(acc[jj], qnn[i], R[a + jj, D + 1], L, C, D)
         else:
-            qinv = 1.0 / math.sqrt(qnn[i])
             for jj in range(m): out[jj] = (F - eq - D * (acc[jj] * qinv * R[a + jj, D])) / F
+
+@njit(cache=True, inline="always")
+def _qinv(nn):
+    "1 / sqrt of a squared norm (0 for a zero vector): once per query, not once per run."
+    return 1.0 / math.sqrt(nn) if nn > 0.0 else 0.0
 
 @njit(cache=True, inline="always")
 def _cosine_exact(dot, ann, bnn, L, C, D):
@@ -438,13 +442,13 @@ def _knn_kernel(qprof, qcont, qnn, qid,  # query profiles [C, Uq]; sorted values
                     if not need: continue
                     _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, lo, hi, S, M, zero, level_start, order)
                     for i in range(a, b):
-                        qi = qid[i]
+                        qi = qid[i]; qv = _qinv(qnn[i])
                         for L in range(lo + 1, hi + 1):
                             if _bound(family, p, L, C, D, cb[i - a, s]) > kd[qi, k - 1]: break  # nothing here or beyond can enter
                             for x in range(level_start[L - lo - 1], level_start[L - lo]):
                                 u = order[x]
                                 ra = ustart[u]; m = ustart[u + 1] - ra
-                                _run_distances(qcont, qnn, i, R, ra, m, L, C, family, p, acc, out)
+                                _run_distances(qcont, qnn, qv, i, R, ra, m, L, C, family, p, acc, out)
                                 for jj in range(m):
                                     d = out[jj]
                                     if d <= kd[qi, k - 1] + slack:
@@ -486,13 +490,13 @@ def _count_kernel(qprof, qcont, qnn, qid, chunk_g, chunk_a, chunk_b, uprof, usta
                 if top < 0: continue
                 _profile_levels(qprof, g, uprof, bits, boff, card, woff, parts_u, s, -1, top, S, M, zero, level_start, order)
                 for i in range(a, b):
-                    n_in = 0
+                    n_in = 0; qv = _qinv(qnn[i])
                     for L in range(top + 1):
                         if _bound(family, p, L, C, D, cb[i - a, s]) > radius: break
                         for x in range(level_start[L], level_start[L + 1]):
                             u = order[x]
                             ra = ustart[u]; m = ustart[u + 1] - ra
-                            _run_distances(qcont, qnn, i, R, ra, m, L, C, family, p, acc, out)
+                            _run_distances(qcont, qnn, qv, i, R, ra, m, L, C, family, p, acc, out)
                             for jj in range(m):
                                 d = out[jj]
                                 if d <= radius + slack:

@@ -83,6 +83,7 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
 # %% ../../nbs/50_perf/58d_cluster.ipynb #034dfe1b
 def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 workers)
                   scale: float = 1.0,  # how much larger the audit to predict is than the measured one (records x datasets per record)
+                  generation_scale: float | None = None,  # how many times more datasets its pool has (default: `scale`; a slice of the population has the whole pool already: 1)
                   pool_bytes: float = 3.0e9,  # the pool every worker maps (Adult's population pool: 3.0 GB)
                   storage_bandwidth: float = 1.0e9,  # B: the shared storage's aggregate read bandwidth, bytes/s (an assumption)
                   workers=(1, 2, 8, 32, 128),
@@ -90,9 +91,10 @@ def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 wo
     "Predicted wall time of each stage on `workers`, from the measured 1- and 2-worker costs; and the limits' worker counts."
     m = measured.sort_index(); one = m.iloc[0]; w0 = m.index[0]
     eff = lambda c: float(min(1.0, m[c].iloc[-1])) if len(m) > 1 else 1.0
-    G1, S1 = one["generation_s"] * w0 * scale, one["scoring_s"] * w0 * scale
+    gscale = scale if generation_scale is None else float(generation_scale)
+    G1, S1 = one["generation_s"] * w0 * gscale, one["scoring_s"] * w0 * scale
     n, o = one["tasks"] * scale, float(m["overhead_per_task_s"].median())
-    disk = one["pool_to_disk_s"] * scale
+    disk = one["pool_to_disk_s"] * gscale
     rows = []
     for w in workers:
         gen = G1 if w == 1 else G1 / (w * eff("generation_efficiency"))  # the efficiency measured at 2 workers, assumed to hold beyond
@@ -103,7 +105,7 @@ def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 wo
                          total_s=gen + disk + sc + sched + read))
     out = pd.DataFrame(rows).set_index("workers")
     out.attrs.update(scheduler_limit_workers=S1 / max(n * o, 1e-12), storage_limit_workers=float(np.sqrt(S1 * storage_bandwidth / pool_bytes)),
-                     assumptions=dict(scale=scale, pool_bytes=pool_bytes, storage_bandwidth=storage_bandwidth, overhead_per_task_s=o,
+                     assumptions=dict(scale=scale, generation_scale=gscale, pool_bytes=pool_bytes, storage_bandwidth=storage_bandwidth, overhead_per_task_s=o,
                                       generation_efficiency=eff("generation_efficiency"), scoring_efficiency=eff("scoring_efficiency")))
     return out
 
