@@ -25,6 +25,33 @@ def _peak_rss() -> tuple:
     kb = 1024 if sys.platform != "darwin" else 1024 * 1024  # ru_maxrss: kilobytes on Linux, bytes on macOS
     return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb)
 
+_ANON_PEAK_KB = [0]  # this process's largest sampled RssAnon (`_start_anon_sampler`)
+
+def _rss_anon_kb() -> int:
+    "This process's resident anonymous memory now (Linux `RssAnon`, kB): its own arrays, not the pages of files it maps."
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"): return int(line.split()[1])
+    return 0
+
+def _start_anon_sampler(interval: float = 0.5) -> bool:
+    """Keep `_ANON_PEAK_KB` the largest `RssAnon` of this process, sampled every `interval` s by a daemon thread (started once per
+    process; False where /proc is not there). The peak resident size counts the pages of a memory-mapped pool that a worker has
+    read, which every worker shares with the page cache; the anonymous peak is what a worker holds of its own."""
+    import os, threading
+    if not os.path.exists("/proc/self/status"): return False
+    if any(t.name == "achilles-anon-sampler" for t in threading.enumerate()): return True
+    def run():
+        while True:
+            _ANON_PEAK_KB[0] = max(_ANON_PEAK_KB[0], _rss_anon_kb()); time.sleep(interval)
+    _ANON_PEAK_KB[0] = _rss_anon_kb()
+    threading.Thread(target=run, name="achilles-anon-sampler", daemon=True).start()
+    return True
+
+def _anon_peak_mb():
+    "The sampled anonymous peak in MB (None without a sampler)."
+    return _ANON_PEAK_KB[0] / 1024 if _ANON_PEAK_KB[0] else None
+
 def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
                   n: int = 2000,  # the first n rows are the population (every one audited)
                   generator: str = "baynet",
@@ -138,14 +165,16 @@ def audit_slice(dataset: str = "census",  # the population Ω: a dataset `load_d
                                       local_directory=tmp) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
             audit(df.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
                   scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)  # warm-up: every worker imports and loads its kernels
+            client.run(_start_anon_sampler); _start_anon_sampler()
             t = time.perf_counter()
             r = audit(df, generator, records=records, design="population", n_in=n_in, dataset_size=dataset_size, order=1, selectors=(),
                       scoring="tasks", n_jobs=-1, chunk=chunk, cache_dir=cache_dir, store=store, name=name, rng=rng, verbose=verbose)
             wall = time.perf_counter() - t
-            peaks = list(client.run(_peak_rss).values())
+            peaks = list(client.run(_peak_rss).values()); anon = list(client.run(_anon_peak_mb).values())
     kb = 1024 if sys.platform != "darwin" else 1024 * 1024
     m = dict(wall_s=wall, seconds={k: float(v) for k, v in r.attrs.get("seconds", {}).items()}, records=len(r),
              population=len(df), n_datasets=int(r.attrs["config"]["n_datasets"]), n_in=n_in, dataset_size=dataset_size, workers=workers,
              chunk=chunk, generator=generator, peak_worker_mb=[p[0] for p in peaks], peak_child_mb=[p[1] for p in peaks],
+             peak_worker_anon_mb=anon, peak_client_anon_mb=_anon_peak_mb(),
              peak_client_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, skipped=r.attrs.get("skipped"), machine=machine_line())
     return r, m
