@@ -91,3 +91,24 @@ def test_cache_info_and_prune_cache_count_and_remove_pools(tmp_path):
     assert (out["pools"], out["removed"], out["bytes"]) == (1, 1, size) and not folder.exists()
     pool_store.save_pool(_pool(300), folder, key="k")
     assert pool_store.remove_pool(folder) == size and not folder.exists()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssFile from /proc")
+def test_release_pages_drops_a_read_pool_from_the_resident_set(tmp_path):
+    "Issue 39: a worker that read its pool holds the pages in its resident size (Dask pauses it at 80 %); release_pages gives them back, and the data reads the same after."
+    from achilles.shadow.pool_attack import StackedPool
+    from achilles.shadow.pool_store import open_pool, release_pages, save_pool
+    def rss_file_mb():
+        for line in open("/proc/self/status"):
+            if line.startswith("RssFile:"): return int(line.split()[1]) / 1024
+    n = 40_000_000  # 320 MB of norms
+    pool = StackedPool(np.zeros((1, n), np.uint8), np.zeros((0, n)), np.arange(n, dtype=np.float64), np.array([0, n], np.int64))
+    save_pool(pool, tmp_path / "p", key="k")
+    st = open_pool(tmp_path / "p", key="k", verify=False)
+    before = rss_file_mb()
+    total = float(np.asarray(st.norm).sum()) + float(np.asarray(st.cat).sum())  # every page read
+    assert rss_file_mb() - before > 200
+    assert release_pages(st) >= 3  # cat, cont (empty: not mapped), norm, offsets
+    assert rss_file_mb() - before < 100
+    assert float(np.asarray(st.norm).sum()) == total  # still mapped: read again from the page cache
+    assert release_pages(StackedPool(np.zeros((1, 4), np.uint8), np.zeros((0, 4)), np.zeros(4), np.array([0, 4]))) == 0  # nothing mapped

@@ -27,7 +27,7 @@ from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, ge
                                   population_fingerprint, _jsonable)
 from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPool, check_attacks, exact_tolerance,
                                          stack_pool, audit_plan, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
-from .pool_store import open_pool, save_pool
+from .pool_store import open_pool, release_pages, save_pool
 
 # %% auto #0
 __all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool',
@@ -646,6 +646,7 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
     pt = np.concatenate([np.full(len(i) + len(o) + len(extra), k) for k, (i, o) in enumerate(sets)])
     bounds = np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])]
     X = _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_, pt, root, 1, times)
+    release_pages(st)  # the features are in X: the pool's pages this task read leave the worker's resident size (Dask pauses a worker on it)
     t1 = time.perf_counter()
     figs = []
     with limit_threads(1, "blas"):

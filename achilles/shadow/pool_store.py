@@ -14,7 +14,7 @@ from ..core.runtime import atomic_write, file_sha256 as _sha256, _write_error
 from .pool_attack import StackedPool
 
 # %% auto #0
-__all__ = ['MANIFEST', 'save_pool', 'open_pool', 'pool_folders', 'remove_pool']
+__all__ = ['MANIFEST', 'save_pool', 'open_pool', 'release_pages', 'pool_folders', 'remove_pool']
 
 # %% ../../nbs/30_attacks/34b_pool_store.ipynb #3a1dd224
 MANIFEST = "pool.json"
@@ -83,6 +83,19 @@ def open_pool(folder: str | Path,  # a folder `save_pool` wrote
     st = StackedPool(arrays["cat"], arrays["cont"], arrays["norm"], arrays["offsets"], arrays.get("refmass"))
     object.__setattr__(st, "extras", {k[2:]: v for k, v in arrays.items() if k.startswith("x_")})
     return st
+
+def release_pages(st: StackedPool) -> int:
+    """Drop the pages of a mapped pool from this process's resident set (`madvise(MADV_DONTNEED)`; the data stays mapped, and the
+    next read comes back from the page cache). A worker that has read a whole census pool otherwise holds it all in its resident
+    size, and Dask's memory monitor, which counts it, pauses the worker. Returns the arrays released (0 where the platform has no
+    `MADV_DONTNEED` or nothing is mapped)."""
+    import mmap
+    if not hasattr(mmap, "MADV_DONTNEED"): return 0
+    n = 0
+    for a in (st.cat, st.cont, st.norm, st.offsets, st.refmass, *getattr(st, "extras", {}).values()):
+        m = getattr(a, "_mmap", None)
+        if m is not None and len(m): m.madvise(mmap.MADV_DONTNEED); n += 1
+    return n
 
 # %% ../../nbs/30_attacks/34b_pool_store.ipynb #0bc5c380
 def pool_folders(cache_root: str | Path,  # a dataset cache folder (`cache_dir`)
