@@ -28,9 +28,16 @@ def _audit(df, **kw):
                                                design="population"), **kw))
 
 
-def test_tasks_give_the_threads_rows_in_this_process_and_in_two_worker_processes(small, tmp_path):
+def test_tasks_give_the_threads_rows_in_this_process_and_in_two_worker_processes(small, tmp_path, monkeypatch):
+    from achilles.shadow import audit as audit_mod
     ref = _audit(small)
+    released, real = [], audit_mod.release_pages
+    monkeypatch.setattr(audit_mod, "_RELEASE_PAIRS", 7)  # a task's pairs in blocks of 7, each block's pages released after it
+    monkeypatch.setattr(audit_mod, "release_pages", lambda st: released.append(1) or real(st))
     one = _audit(small, scoring="tasks", chunk=50, cache_dir=tmp_path / "c")
+    pairs = one["n_in"].to_numpy() + one["n_out"].to_numpy()
+    assert len(released) == sum(-(-int(pairs[s:s + 50].sum()) // 7) for s in range(0, 600, 50))  # one release per block, in this process
+    monkeypatch.undo()
     two = _audit(small, scoring="tasks", chunk=50, n_jobs=2, store=tmp_path / "s.sqlite")  # no cache: a temporary pool folder
     for r in (one, two): np.testing.assert_array_equal(ref[COLS].to_numpy(), r[COLS].to_numpy())
     assert (tmp_path / "c" / "pools" / one.attrs["run_id"] / "pool.json").exists()  # the pool beside the dataset cache

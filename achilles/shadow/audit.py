@@ -627,6 +627,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #54478b6a
 _POOLS = {}  # pools this process has mapped, by (folder, key): a worker opens (and verifies) each pool once
+_RELEASE_PAIRS = 4096  # a task's pairs, this many at a time, each block's pool pages released after it (a pair's features are its own)
 
 def _mapped_pool(folder: str, key: str) -> StackedPool:
     if (folder, key) not in _POOLS:
@@ -645,8 +646,13 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
     pd_ = np.concatenate([np.concatenate([i, o, extra]).astype(np.int64) for i, o in sets])
     pt = np.concatenate([np.full(len(i) + len(o) + len(extra), k) for k, (i, o) in enumerate(sets)])
     bounds = np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])]
-    X = _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_, pt, root, 1, times)
-    release_pages(st)  # the features are in X: the pool's pages this task read leave the worker's resident size (Dask pauses a worker on it)
+    X = np.empty((len(pd_), plan.n_features), np.float32)
+    step = len(pd_) if plan.n_classifier else _RELEASE_PAIRS  # the forest's scores are drawn for a chunk's pairs at once
+    for a in range(0, len(pd_), max(step, 1)):
+        b = min(len(pd_), a + step)
+        _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_[a:b], pt[a:b], root, 1,
+                    times, out=X[a:b])
+        release_pages(st)  # the pool's pages these pairs read leave the worker's resident size (Dask pauses a worker on it)
     t1 = time.perf_counter()
     figs = []
     with limit_threads(1, "blas"):
