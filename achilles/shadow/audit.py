@@ -648,7 +648,7 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
     bounds = np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])]
     X = np.empty((len(pd_), plan.n_features), np.float32)
     step = len(pd_) if plan.n_classifier else _RELEASE_PAIRS  # the forest's scores are drawn for a chunk's pairs at once
-    for a in range(0, len(pd_), max(step, 1)):
+    for a in range(0, len(pd_), step):  # a chunk always has pairs (every record an IN and an OUT dataset)
         b = min(len(pd_), a + step)
         _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_[a:b], pt[a:b], root, 1,
                     times, out=X[a:b])
