@@ -333,3 +333,19 @@ def test_missing_counts_every_column_by_its_own_rule():
                        "x": [np.nan, np.nan, 1.0, np.nan, 2.0], "y": [0.5, 1.0, np.nan, 2.0, 3.0], "z": [5.0] * 5})
     got = NeighbourData.from_frame(df, schema).missing()  # three columns of each kind: an index that runs backwards reads another
     assert got.to_dict() == {"a": 2, "b": 1, "c": 3, "x": 3, "y": 1, "z": 0} and list(got.index) == ["a", "b", "c", "x", "y", "z"]
+
+
+def test_cosine_with_missing_numbers_has_negative_cosines_and_matches_knn():
+    """A missing number is `MISSING_SCALED`, below every number, so a query missing one has negative cosines with references that
+    hold it: the engine's multiplication-only screen must stay below the exact distance there too (a screen of the wrong scale,
+    e.g. the query's inverse norm doubled, rejects true neighbours). Checked against `achilles.distance.knn`, exact by its key."""
+    df = load_adult().iloc[:400].reset_index(drop=True)
+    rng = np.random.default_rng(3)
+    for c in ("age", "hours-per-week", "education-num"):
+        df[c] = df[c].astype(float); df.loc[rng.random(len(df)) < 0.4, c] = np.nan
+    schema = Schema.from_dataframe(df)
+    nd = NeighbourData.from_frame(df, schema)
+    assert (nd.cont < 0).any()  # missing numbers sit below every number: negative coordinates, negative dot products
+    d1, _ = nearest(df, df, 5, "cosine", schema=schema)
+    d2, _ = knn(df, schema, 5, "cosine", df)
+    np.testing.assert_allclose(d1, d2, atol=1e-12, rtol=0)
