@@ -355,11 +355,13 @@ def test_cosine_every_cosine_negative():
     "Queries missing every number against references holding them all: every cosine is negative, every neighbour found through the screen."
     rng = np.random.default_rng(5)
     n = 60
-    ref = pd.DataFrame({"c0": pd.Categorical(rng.choice(["a", "b"], n)), "x0": rng.uniform(1, 10, n), "x1": rng.uniform(1, 10, n)})
-    qry = pd.DataFrame({"c0": pd.Categorical(rng.choice(["a", "b"], 20)), "x0": np.nan, "x1": np.nan})
+    cats = lambda m: {f"c{j}": pd.Categorical(rng.choice(["a", "b"], m), categories=["a", "b"]) for j in range(5)}  # C = 5 > D / 2: distances below 1
+    ref = pd.DataFrame({**cats(n), "x0": rng.uniform(1, 10, n), "x1": rng.uniform(1, 10, n)})
+    qry = pd.DataFrame({**cats(20), "x0": np.nan, "x1": np.nan})
     schema = Schema.from_dataframe(pd.concat([ref, qry], ignore_index=True))
     q, r = NeighbourData.from_frame(qry, schema), NeighbourData.from_frame(ref, schema)
     assert (q.cont < 0).all() and (r.cont >= 0).all() and (r.cont.sum(0) > 0).mean() > 0.9  # negative dot products (all but a zero vector or two)
     d1, i1 = nearest(q, r, 4, "cosine")
     d2, i2 = knn(qry, schema, 4, "cosine", ref)
+    assert (d2 < 0.9).all() and len(np.unique(d2.round(9))) > 20  # real distances, not the clip at 1
     np.testing.assert_allclose(d1, d2, atol=1e-12, rtol=0)
