@@ -5,6 +5,7 @@
 # %% ../../nbs/50_perf/58d_cluster.ipynb #bd46c4df
 from __future__ import annotations
 import sys, tempfile, time, warnings
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,18 @@ def _anon_peak_mb():
     "The sampled anonymous peak in MB (None without a sampler)."
     return _ANON_PEAK_KB[0] / 1024 if _ANON_PEAK_KB[0] else None
 
+@contextmanager
+def _local_cluster(workers: int, folder: str, warm: pd.DataFrame):
+    """A local Dask cluster of `workers` one-thread processes (its files in `folder`), joblib's backend while open, every worker
+    warmed up first by a tiny audit of `warm`'s first rows (it imports achilles and loads its compiled kernels: seconds, once)."""
+    import distributed
+    from joblib import parallel_config
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  local_directory=folder) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
+        audit(warm.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
+              scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)
+        yield client
+
 def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
                   n: int = 2000,  # the first n rows are the population (every one audited)
                   generator: str = "baynet",
@@ -64,8 +77,6 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
                   verbose: bool = True,
                   ) -> pd.DataFrame:
     "One population audit per worker count on a local Dask cluster (scoring as tasks): per-stage seconds, efficiency, bytes and overhead per task."
-    import distributed
-    from joblib import parallel_config
     n = check_int("n", n, lo=20); n_in = check_int("n_in", n_in, lo=5)
     dataset_size = min(500, n // 4) if dataset_size is None else check_int("dataset_size", dataset_size, lo=2, hi=n // 2)  # the population design needs OUT datasets: |D| <= n / 2
     workers = [check_int("workers", w, lo=1) for w in workers]
@@ -77,10 +88,7 @@ def bench_cluster(dataset: str = "adult",  # a dataset `load_dataset` knows
     for w in workers:
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # small pools on purpose (ScaleWarning), and distributed's port notices
-            with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
-                                          local_directory=tmp) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
-                audit(df.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
-                      scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)  # warm-up: every worker imports and loads its kernels
+            with _local_cluster(w, tmp, df) as client:
                 t = time.perf_counter()
                 r = audit(df, generator, generator_params=gp or None, records="all", design="population", n_in=n_in, dataset_size=dataset_size, order=1,
                           selectors=(), scoring="tasks", n_jobs=-1, chunk=chunk, cache_dir=tmp, rng=0, verbose=False)
@@ -153,18 +161,14 @@ def audit_slice(dataset: str = "census",  # the population Ω: a dataset `load_d
                 ) -> tuple:
     """A seeded random slice of a population audited end to end on a local Dask cluster (`scoring="tasks"`, `bench_cluster`'s
     attacker): (its rows, the measurement: wall and stage seconds, every worker's peak memory and this process's)."""
-    import distributed, resource
-    from joblib import parallel_config
+    import resource
     records = check_int("records", records, lo=1); n_in = check_int("n_in", n_in, lo=2); workers = check_int("workers", workers, lo=1)
     df, schema = load_dataset(dataset, path)
     if records > len(df): raise ValueError(f"records={records:,}: the population has {len(df):,} rows; pass at most that")
     if verbose: print(machine_line())
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # distributed's port notices
-        with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      local_directory=tmp) as cl, distributed.Client(cl) as client, parallel_config(backend="dask"):
-            audit(df.iloc[:60], "baynet", records="all", design="population", n_in=5, dataset_size=20, order=1, selectors=(),
-                  scoring="tasks", n_jobs=-1, chunk=10, rng=1, verbose=False)  # warm-up: every worker imports and loads its kernels
+        with _local_cluster(workers, tmp, df) as client:
             client.run(_start_anon_sampler); _start_anon_sampler()
             t = time.perf_counter()
             r = audit(df, generator, records=records, design="population", n_in=n_in, dataset_size=dataset_size, order=1, selectors=(),
