@@ -20,7 +20,7 @@ from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
 from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflation
 from ..core.rng import seed_child, seed_root
-from ..core.runtime import limit_threads, progress, scratch
+from ..core.runtime import keep_freed_memory, limit_threads, progress, scratch
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
 from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
@@ -640,6 +640,7 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
                  inflation, certify, extra, ref) -> tuple:
     "One task: the records `rids` (encoded rows `enc`, IN and OUT datasets `sets`) scored against the pool in `folder`."
     t0 = time.perf_counter()
+    keep_freed_memory()  # a Dask worker otherwise maps and faults in every temporary array above 128 KiB afresh (`03_runtime`)
     st = _mapped_pool(folder, key)
     gh = st.extras.get("groundhog")
     times = {"dataset signals": 0.0}

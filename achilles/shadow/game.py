@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..core.data import DATASETS, Encoded, Schema, encode, load_dataset
 from ..core.rng import RNGLike, check_rng, seed_child, seed_id, seed_root
-from ..core.runtime import atomic_write
+from ..core.runtime import atomic_write, keep_freed_memory
 from ..core.validate import check_bool, check_float, check_int
 
 # %% auto #0
@@ -509,6 +509,7 @@ def _fit_sample_batch(generator, params: dict, schema: Schema, pool: Encoded, ta
                       ) -> list:
     "Worker: fit and sample each (local row ids, add target, seed) of `jobs`, `size` records (None: as many as it was trained on); return compact datasets. `generator`: a name, or an unfitted `Generator` that each dataset gets a fresh copy of."
     _watch_parent(parent)
+    keep_freed_memory()  # a Dask worker returns freed memory to the OS at once otherwise (`03_runtime`)
     from achilles.generators import make_generator
     store = DatasetCache(cache) if cache is not None and os.path.isdir(cache) else None  # not seen here: the client writes it
     out = []
