@@ -443,7 +443,7 @@ def cmd_audit(args) -> int:
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
     release = _release_file(args, df, schema) if args.release_file else None
     rows = audit(_by_name(args, df), generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
-                 dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
+                 max_in=args.max_in, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
@@ -870,6 +870,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "every dataset trained on a random half of the data itself")
     au.add_argument("--n-datasets", type=_POS, default=None, help="bernoulli: synthetic datasets in the pool (default 1,000; each record IN about half)")
     au.add_argument("--n-in", type=_POS, default=1000, help="population and release: IN datasets per record, at least (and as many OUT; default 1,000)")
+    au.add_argument("--max-in", type=_POS, default=None, help="population and release: at most this many IN datasets per record (and as many OUT), "
+                    "drawn at random where a record's copies put it in more (default: all; a table with many duplicates costs copies x n_in per record without it)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: the --release file's rows, else as many as each was trained on)")
     au.add_argument("--release", dest="release_file", default=None, metavar="CSV",

@@ -203,7 +203,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), "release" (random halves of the data: the custodian's question), or "auto"
           n_datasets: int | None = None,  # bernoulli: M, the synthetic datasets in the pool (default 1,000)
           n_in: int = 1000,  # population / release: every record is scored on this many IN datasets (at least) and as many OUT
-          
+          max_in: int | None = None,  # population / release: at most this many IN datasets per record (and as many OUT), drawn at random where copies put a record in more (None: all)
           dataset_size: int = 1000,  # |D| = |D^s| (bernoulli and population)
           release_size: int | None = None,  # release: rows of each synthetic dataset (default: the release's rows when `release` is given, else as many as each was trained on)
           release=None,  # the custodian's synthetic file (a DataFrame or CSV path, the data's columns): each record's attack scores it too (`release_row`); implies design="release"
@@ -283,12 +283,17 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
             raise ValueError(f"n_datasets={n_datasets}: the population design derives the pool from n_in ({n_in} blocks of "
                              f"{-(-len(pm.population) // pm.dataset_size)} datasets); pass n_in, not n_datasets")
         n_in = check_int("n_in", n_in, lo=folds)
+        if max_in is not None: max_in = check_int("max_in", max_in, lo=n_in)
         M = n_in * -(-len(pm.population) // pm.dataset_size) if design == "population" else release_datasets(n_in)
     else:
+        if max_in is not None:
+            raise ValueError(f"max_in={max_in} caps the datasets per record of the population and release designs; design={design!r} "
+                             "gives every audited record its share of n_datasets (drop max_in, or pass design='population')")
         M = check_int("n_datasets", 1000 if n_datasets is None else n_datasets, lo=2 * folds)
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=pm.generator, generator_params=pm.generator_params,
                   dataset_size=pm.dataset_size, design=design, n_datasets=M, **({"n_in": n_in} if design in ("population", "release") else {}),
+                  **({"max_in": max_in} if max_in is not None else {}),
                   **({"release_size": "as trained" if release_size is None else release_size} if design == "release" else {}),
                   **({"release": _release_fingerprint(rel)} if rel is not None else {}),
                   attacks=list(attacks), order=order,
@@ -322,7 +327,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                          "threads (pass scoring='threads', or design='population')")
     if len(todo) and design in ("population", "release"):
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, scoring=scoring, **extra)
+                                 cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, scoring=scoring, max_in=max_in,
+                                 **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                            cache_dir, root, n_jobs, verbose, times, **extra)
@@ -489,11 +495,13 @@ class PopulationPool:
     ptr: np.ndarray  # (groups + 1,) the datasets holding group g are idx[ptr[g]:ptr[g+1]]
     idx: np.ndarray  # dataset numbers (int32), grouped by value group
     n_in: int  # blocks: every record is IN at least this many datasets
+    max_in: int | None = None  # at most this many IN datasets per record (and as many OUT), drawn from all that hold it or a copy; None: all
 
     @property
     def n_datasets(self) -> int: return len(self.specs)
 
-    def _sides(self, n_holding: int) -> int: return n_holding  # IN datasets (= OUT) of a record held by `n_holding` datasets
+    def _cap(self, n: int) -> int: return n if self.max_in is None else min(n, self.max_in)
+    def _sides(self, n_holding: int) -> int: return self._cap(n_holding)  # IN datasets (= OUT) of a record held by `n_holding` datasets
 
     def record_sizes(self, records) -> np.ndarray:
         "How many IN datasets, and as many OUT, `record_datasets` gives each of `records` (sizes only: nothing is drawn)."
@@ -502,14 +510,19 @@ class PopulationPool:
         return np.array([size[int(u)] for u in g], np.int64)
 
     def record_datasets(self, record: int, rng) -> tuple:
-        "(IN datasets, OUT datasets) of one record: all datasets holding it or a copy, and as many drawn from the others."
+        """(IN datasets, OUT datasets) of one record: all datasets holding it or a copy (at most `max_in` of them, drawn at random),
+        and as many drawn from the others."""
         g = self.group[record]
         ins = np.unique(self.idx[self.ptr[g]:self.ptr[g + 1]]).astype(np.int64)
         M, n = self.n_datasets, len(ins)
-        if M - n < n:
+        if M - n < self._cap(n):
             raise ValueError(f"record {record} is IN {n} of the {M} datasets: too few OUT datasets to match them; "
                              "the population must be at least twice dataset_size")
-        cand = np.random.default_rng(rng).choice(M, size=min(M, 2 * n), replace=False)
+        r = np.random.default_rng(rng)
+        if self._cap(n) < n:  # a record with copies, capped: a random `max_in` of its IN datasets, as many OUT from all the others
+            outs = np.setdiff1d(np.arange(M, dtype=np.int64), ins)
+            return np.sort(r.choice(ins, self.max_in, replace=False)), np.sort(r.choice(outs, self.max_in, replace=False))
+        cand = r.choice(M, size=min(M, 2 * n), replace=False)
         out = cand[~np.isin(cand, ins)][:n]
         return ins, np.sort(out)
 
@@ -700,10 +713,11 @@ def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, cla
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
                       root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population",
-                      release=None, scoring="threads"):
+                      release=None, scoring="threads", max_in=None):
     "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
     t = time.perf_counter()
     pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
+    if max_in is not None: pool = dataclasses.replace(pool, max_in=max_in)  # the same training sets; fewer of them scored per record
     lo, hi = auc_interval(0.5, n_in, n_in)
     if hi - lo > 0.1:
         warnings.warn(f"n_in={n_in} gives each record {n_in} IN and {n_in} OUT datasets: an AUC of 0.5 has a 95% interval of "
@@ -731,7 +745,7 @@ def release_datasets(n_in: int) -> int:
 @dataclass(frozen=True, eq=False)
 class ReleasePool(PopulationPool):
     "A pool whose training sets are random halves of the data (each copy group in with probability 1/2, independently per dataset)."
-    def _sides(self, n_holding: int) -> int: return min(n_holding, self.n_datasets - n_holding)
+    def _sides(self, n_holding: int) -> int: return self._cap(min(n_holding, self.n_datasets - n_holding))
 
     def record_datasets(self, record: int, rng) -> tuple:
         "(IN datasets, OUT datasets) of one record: as many of each, drawn from those that hold its copy group and those that hold none of it."
