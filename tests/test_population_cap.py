@@ -95,3 +95,13 @@ def test_the_command_line_passes_the_cap(table, tmp_path, capsys):
     bad = [str(tmp_path / "b.csv") if a == str(out) else ("9" if i and argv[i - 1] == "--max-in" else a) for i, a in enumerate(argv)]
     assert cli.main(bad) == 2 and not (tmp_path / "b.csv").exists()
     assert "max_in=9" in capsys.readouterr().err
+
+
+def test_a_cap_of_exactly_the_out_datasets_there_are_is_enough(table):
+    pm = PoolModel(table, Schema.from_dataframe(table), "independent", dataset_size=100)
+    full = plan_population(pm, n_in=20, rng=0)
+    held = _holding(full, 5)
+    left = full.n_datasets - len(held)  # datasets holding no copy: every one of them is needed
+    i, o = dataclasses.replace(full, max_in=left).record_datasets(5, 0)
+    assert len(i) == len(o) == left and set(o.tolist()) == set(range(full.n_datasets)) - held
+    with pytest.raises(ValueError, match="too few OUT datasets"): dataclasses.replace(full, max_in=left + 1).record_datasets(5, 0)
