@@ -65,3 +65,34 @@ def test_it_is_set_once_and_says_where_it_cannot_be(monkeypatch):
         assert runtime.keep_freed_memory() is True and runtime._MALLOC_KEPT is True
         monkeypatch.setattr(runtime.sys, "platform", "darwin")
         assert runtime.keep_freed_memory() is True  # once set, it stays set
+
+
+def test_the_thresholds_are_glibcs_parameters_at_the_documented_values():
+    assert (runtime.M_TRIM_THRESHOLD, runtime.M_MMAP_THRESHOLD) == (-1, -3)  # glibc's malloc.h
+    assert (runtime.KEEP_TRIM, runtime.KEEP_MMAP) == (256 * 2**20, 32 * 2**20)
+
+
+class _Lib:
+    "A C library whose mallopt answers as told (1: set, 0: refused), recording what it was asked."
+    def __init__(self, answers): self.answers, self.asked = answers, []
+    def mallopt(self, param, value): self.asked.append((param, value)); return self.answers[param]
+
+
+@pytest.mark.parametrize("answers, kept", [({-1: 1, -3: 1}, True), ({-1: 1, -3: 0}, False), ({-1: 0, -3: 1}, False)])
+def test_both_thresholds_must_be_set(monkeypatch, answers, kept):
+    import ctypes
+    lib = _Lib(answers)
+    monkeypatch.setattr(runtime, "_MALLOC_KEPT", False); monkeypatch.setattr(runtime.sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib)
+    assert runtime.keep_freed_memory() is kept
+    assert lib.asked == [(-1, 256 << 20), (-3, 32 << 20)]  # both asked, whatever the first answered
+
+
+def test_no_c_library_or_no_mallopt_means_nothing_set(monkeypatch):
+    import ctypes
+    monkeypatch.setattr(runtime, "_MALLOC_KEPT", False); monkeypatch.setattr(runtime.sys, "platform", "linux")
+    def missing(name): raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert runtime.keep_freed_memory() is False
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # a libc without mallopt (musl)
+    assert runtime.keep_freed_memory() is False and runtime._MALLOC_KEPT is False
