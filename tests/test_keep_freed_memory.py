@@ -96,3 +96,13 @@ def test_no_c_library_or_no_mallopt_means_nothing_set(monkeypatch):
     assert runtime.keep_freed_memory() is False
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # a libc without mallopt (musl)
     assert runtime.keep_freed_memory() is False and runtime._MALLOC_KEPT is False
+
+
+@pytest.mark.parametrize("found, loaded", [("libc.so.7", "libc.so.7"), (None, "libc.so.6")])
+def test_it_loads_the_c_library_the_system_names(monkeypatch, found, loaded):
+    import ctypes, ctypes.util
+    names = []
+    monkeypatch.setattr(runtime, "_MALLOC_KEPT", False); monkeypatch.setattr(runtime.sys, "platform", "linux")
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: found)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: names.append(name) or _Lib({-1: 1, -3: 1}))
+    assert runtime.keep_freed_memory() is True and names == [loaded]
