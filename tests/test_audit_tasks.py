@@ -34,6 +34,7 @@ def test_tasks_give_the_threads_rows_in_this_process_and_in_two_worker_processes
     released, real = [], audit_mod.release_pages
     monkeypatch.setattr(audit_mod, "_RELEASE_PAIRS", 7)  # a task's pairs in blocks of 7, each block's pages released after it
     monkeypatch.setattr(audit_mod, "release_pages", lambda st: released.append(1) or real(st))
+    monkeypatch.setattr(audit_mod, "_pause_bytes", lambda: 1.0)  # as a Dask worker far past its pause size: a release after every block
     one = _audit(small, scoring="tasks", chunk=50, cache_dir=tmp_path / "c")
     pairs = one["n_in"].to_numpy() + one["n_out"].to_numpy()
     assert len(released) == sum(-(-int(pairs[s:s + 50].sum()) // 7) for s in range(0, 600, 50))  # one release per block, in this process
@@ -133,3 +134,30 @@ def test_the_release_design_and_its_release_file_as_tasks(small, tmp_path):
     cols = ["record", "auc", "n_in", "n_out", "release_p", "release_flag"]
     assert a.attrs["config"]["design"] == "release" and len(a) == 30
     np.testing.assert_array_equal(a[cols].to_numpy(), b[cols].to_numpy())
+
+
+def test_a_task_releases_the_pools_pages_only_where_dask_would_pause_the_worker(monkeypatch):
+    """Issue 39: releasing the pool's pages after every block doubled a pair's cost on the census pool (the pages are faulted in
+    again); a task releases them only on a Dask worker whose resident size has passed half its pause size."""
+    from achilles.shadow import audit as audit_mod
+    assert audit_mod._pause_bytes() is None  # not a Dask worker: nothing pauses this process
+    rss = audit_mod._resident_bytes()
+    assert rss is None or rss > 10 << 20  # this interpreter, numpy loaded: tens of MB at least
+    assert audit_mod._must_release(None) is False
+    assert audit_mod._must_release(1e18) is False and audit_mod._must_release(1.0) is True
+    if rss is not None:
+        assert audit_mod._must_release(rss / audit_mod._RELEASE_AT * 0.9) is True and audit_mod._must_release(rss / audit_mod._RELEASE_AT * 1.5) is False
+    monkeypatch.setattr(audit_mod, "_resident_bytes", lambda: None)
+    assert audit_mod._must_release(1e18) is True  # a worker whose size cannot be read releases, as before
+
+
+@pytest.mark.parametrize("limit, pause", [("1GB", 0.8), ("1GB", False), (0, 0.8)])
+def test_the_pause_size_is_the_workers_limit_times_the_pause_fraction(limit, pause):
+    import dask, distributed
+    from achilles.shadow import audit as audit_mod
+    with dask.config.set({"distributed.worker.memory.pause": pause}), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # distributed's port notices
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, memory_limit=limit, dashboard_address=None) as cl, \
+                distributed.Client(cl) as client:
+            got = client.submit(audit_mod._pause_bytes, pure=False).result()
+    assert got == (pytest.approx(1e9 * pause) if limit and pause else None)

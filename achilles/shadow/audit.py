@@ -640,7 +640,33 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #54478b6a
 _POOLS = {}  # pools this process has mapped, by (folder, key): a worker opens (and verifies) each pool once
-_RELEASE_PAIRS = 4096  # a task's pairs, this many at a time, each block's pool pages released after it (a pair's features are its own)
+_RELEASE_PAIRS = 4096  # a task's pairs, this many at a time; after a block the pool's pages are released if the worker needs it
+_RELEASE_AT = 0.5  # ... once its resident size passes this share of the size at which Dask pauses it (a block maps at most ~0.6 GB more)
+
+def _pause_bytes() -> float | None:
+    "The resident size at which Dask pauses this worker: its memory limit times the pause fraction (None: not a Dask worker, no limit, or pausing off)."
+    try:
+        from distributed import get_worker
+        w = get_worker()
+    except (ImportError, ValueError):  # no distributed here, or this process is not one of its workers
+        return None
+    import dask
+    limit = getattr(getattr(w, "memory_manager", None), "memory_limit", None)
+    pause = dask.config.get("distributed.worker.memory.pause", 0.8)
+    return float(limit) * float(pause) if limit and pause else None
+
+def _resident_bytes() -> int | None:
+    "This process's resident set size, shared file pages included, as Dask's monitor counts it (Linux `/proc/self/statm`; None elsewhere)."
+    try:
+        with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+def _must_release(pause: float | None) -> bool:
+    "Whether a task releases the pool's pages now: only in a worker that Dask would pause, once past `_RELEASE_AT` of that size (always where the size is unknown)."
+    if pause is None: return False
+    rss = _resident_bytes()
+    return rss is None or rss > _RELEASE_AT * pause
 
 def _mapped_pool(folder: str, key: str) -> StackedPool:
     if (folder, key) not in _POOLS:
@@ -661,12 +687,13 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
     pt = np.concatenate([np.full(len(i) + len(o) + len(extra), k) for k, (i, o) in enumerate(sets)])
     bounds = np.r_[0, np.cumsum([len(i) + len(o) + len(extra) for i, o in sets])]
     X = np.empty((len(pd_), plan.n_features), np.float32)
+    pause = _pause_bytes()
     step = len(pd_) if plan.n_classifier else _RELEASE_PAIRS  # the forest's scores are drawn for a chunk's pairs at once
     for a in range(0, len(pd_), step):  # a chunk always has pairs (every record an IN and an OUT dataset)
         b = min(len(pd_), a + step)
         _pair_block(SimpleNamespace(encoded=enc, schema=schema), plan, st, ref, gh, np.arange(len(rids)), pd_[a:b], pt[a:b], root, 1,
                     times, out=X[a:b])
-        release_pages(st)  # the pool's pages these pairs read leave the worker's resident size (Dask pauses a worker on it)
+        if _must_release(pause): release_pages(st)  # the pool's pages leave the worker's resident size (Dask would pause it), to be read again
     t1 = time.perf_counter()
     figs = []
     with limit_threads(1, "blas"):
