@@ -161,3 +161,22 @@ def test_the_pause_size_is_the_workers_limit_times_the_pause_fraction(limit, pau
                 distributed.Client(cl) as client:
             got = client.submit(audit_mod._pause_bytes, pure=False).result()
     assert got == (pytest.approx(1e9 * pause) if limit and pause else None)
+
+
+def test_the_release_rule_at_its_edges(monkeypatch):
+    """The share is a half, a size exactly at it does not release, the resident size is the one `/proc/self/status` calls VmRSS,
+    and a Dask configuration without a pause fraction falls back to distributed's own default (0.8)."""
+    import types, dask, distributed
+    from achilles.shadow import audit as audit_mod
+    assert audit_mod._RELEASE_AT == 0.5
+    rss = audit_mod._resident_bytes()
+    if rss is not None:
+        with open("/proc/self/status") as f: vm = 1024 * int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+        assert abs(rss - vm) < 0.1 * vm  # resident, not shared or total
+    monkeypatch.setattr(audit_mod, "_resident_bytes", lambda: 100)
+    assert audit_mod._must_release(200) is False and audit_mod._must_release(199) is True  # 100 > 0.5 x 200 is false; > 99.5 true
+    assert audit_mod._must_release(300) is False and audit_mod._must_release(150) is True  # a half, not another share
+    monkeypatch.setattr(distributed, "get_worker", lambda: types.SimpleNamespace(memory_manager=types.SimpleNamespace(memory_limit=1e9)))
+    memory = dask.config.get("distributed.worker.memory")
+    monkeypatch.setitem(dask.config.config["distributed"]["worker"], "memory", {k: v for k, v in memory.items() if k != "pause"})
+    assert audit_mod._pause_bytes() == pytest.approx(0.8e9)
