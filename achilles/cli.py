@@ -871,7 +871,8 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--n-datasets", type=_POS, default=None, help="bernoulli: synthetic datasets in the pool (default 1,000; each record IN about half)")
     au.add_argument("--n-in", type=_POS, default=1000, help="population and release: IN datasets per record, at least (and as many OUT; default 1,000)")
     au.add_argument("--max-in", type=_POS, default=None, help="population and release: at most this many IN datasets per record (and as many OUT), "
-                    "drawn at random where a record's copies put it in more (default: all; a table with many duplicates costs copies x n_in per record without it)")
+                    "drawn at random where a record's copies put it in more (default: all). It cuts the cost of a table with many duplicates (copies x n_in per record without it) "
+                    "and weakens the attack on the records it caps, which then report less risk")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: the --release file's rows, else as many as each was trained on)")
     au.add_argument("--release", dest="release_file", default=None, metavar="CSV",

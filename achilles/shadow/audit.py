@@ -203,7 +203,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           design: str = "auto",  # "bernoulli" (each audited record IN half the datasets), "population" (random |D|-subsets of Ω), "release" (random halves of the data: the custodian's question), or "auto"
           n_datasets: int | None = None,  # bernoulli: M, the synthetic datasets in the pool (default 1,000)
           n_in: int = 1000,  # population / release: every record is scored on this many IN datasets (at least) and as many OUT
-          max_in: int | None = None,  # population / release: at most this many IN datasets per record (and as many OUT), drawn at random where copies put a record in more (None: all)
+          max_in: int | None = None,  # population / release: at most this many IN datasets per record (and as many OUT), drawn at random where copies put a record in more (None: all; a cap weakens the attack on the records it caps)
           dataset_size: int = 1000,  # |D| = |D^s| (bernoulli and population)
           release_size: int | None = None,  # release: rows of each synthetic dataset (default: the release's rows when `release` is given, else as many as each was trained on)
           release=None,  # the custodian's synthetic file (a DataFrame or CSV path, the data's columns): each record's attack scores it too (`release_row`); implies design="release"
