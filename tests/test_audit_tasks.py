@@ -138,7 +138,7 @@ def test_the_release_design_and_its_release_file_as_tasks(small, tmp_path):
 
 def test_a_task_releases_the_pools_pages_only_where_dask_would_pause_the_worker(monkeypatch):
     """Issue 39: releasing the pool's pages after every block doubled a pair's cost on the census pool (the pages are faulted in
-    again); a task releases them only on a Dask worker whose resident size has passed half its pause size."""
+    again); a task releases them only on a Dask worker whose resident size has passed 0.3 of its pause size."""
     from achilles.shadow import audit as audit_mod
     assert audit_mod._pause_bytes() is None  # not a Dask worker: nothing pauses this process
     rss = audit_mod._resident_bytes()
@@ -164,18 +164,18 @@ def test_the_pause_size_is_the_workers_limit_times_the_pause_fraction(limit, pau
 
 
 def test_the_release_rule_at_its_edges(monkeypatch):
-    """The share is a half, a size exactly at it does not release, the resident size is the one `/proc/self/status` calls VmRSS,
+    """The share is 0.3, a size exactly at it does not release, the resident size is the one `/proc/self/status` calls VmRSS,
     and a Dask configuration without a pause fraction falls back to distributed's own default (0.8)."""
     import types, dask, distributed
     from achilles.shadow import audit as audit_mod
-    assert audit_mod._RELEASE_AT == 0.5
+    assert audit_mod._RELEASE_AT == 0.3
     rss = audit_mod._resident_bytes()
     if rss is not None:
         with open("/proc/self/status") as f: vm = 1024 * int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
         assert abs(rss - vm) < 0.1 * vm  # resident, not shared or total
-    monkeypatch.setattr(audit_mod, "_resident_bytes", lambda: 100)
-    assert audit_mod._must_release(200) is False and audit_mod._must_release(199) is True  # 100 > 0.5 x 200 is false; > 99.5 true
-    assert audit_mod._must_release(300) is False and audit_mod._must_release(150) is True  # a half, not another share
+    monkeypatch.setattr(audit_mod, "_resident_bytes", lambda: 300)
+    assert audit_mod._must_release(1000) is False and audit_mod._must_release(999) is True  # 300 > 0.3 x 1000 is false; > 299.7 true
+    assert audit_mod._must_release(1100) is False and audit_mod._must_release(900) is True  # 0.3, not a share near it
     monkeypatch.setattr(distributed, "get_worker", lambda: types.SimpleNamespace(memory_manager=types.SimpleNamespace(memory_limit=1e9)))
     memory = dask.config.get("distributed.worker.memory")
     monkeypatch.setitem(dask.config.config["distributed"]["worker"], "memory", {k: v for k, v in memory.items() if k != "pause"})

@@ -641,7 +641,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
 # %% ../../nbs/30_attacks/34_audit.ipynb #54478b6a
 _POOLS = {}  # pools this process has mapped, by (folder, key): a worker opens (and verifies) each pool once
 _RELEASE_PAIRS = 4096  # a task's pairs, this many at a time; after a block the pool's pages are released if the worker needs it
-_RELEASE_AT = 0.5  # ... once its resident size passes this share of the size at which Dask pauses it (a block maps at most ~0.6 GB more)
+_RELEASE_AT = 0.3  # ... once its resident size passes this share of the size at which Dask pauses it: one block of the census pool
+# brought up to 5.5 GB of its pages in (Linux maps the cached pages around each one read), so a worker checked at 0.3 stays below the pause
 
 def _pause_bytes() -> float | None:
     "The resident size at which Dask pauses this worker: its memory limit times the pause fraction (None: not a Dask worker, no limit, or pausing off)."
