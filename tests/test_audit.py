@@ -239,20 +239,41 @@ def test_the_config_says_when_the_stack_was_off(adult):
     np.testing.assert_allclose(cls["auc_classifier"], [0.585678, 0.395833], atol=1e-6)
 
 
-def test_a_record_in_too_many_datasets_of_a_population_pool_is_refused(adult):
-    "N = 2|D| + 1 leaves a third dataset per block filled up with records drawn again: one drawn in every block is IN 4 of 6."
+def test_a_record_in_more_datasets_than_are_left_out_gets_as_many_of_each(adult):
+    """N = 2|D| + 1 leaves a third dataset per block filled up with records drawn again: one drawn in every block is IN 4 of 6. It is
+    scored on a random 2 of its IN datasets and the 2 OUT (it used to stop the run, after the pool was generated)."""
     from achilles.shadow.audit import plan_population
     df, schema = adult
     pm = PoolModel(df.iloc[:201], schema, "independent", dataset_size=100)
     pool = plan_population(pm, n_in=2, rng=0)
-    ins = {r: len(np.unique(pool.idx[pool.ptr[pool.group[r]]:pool.ptr[pool.group[r] + 1]])) for r in range(201)}
-    bad = [r for r, n in ins.items() if 2 * n > pool.n_datasets]
+    ins = {r: set(np.unique(pool.idx[pool.ptr[pool.group[r]]:pool.ptr[pool.group[r] + 1]]).tolist()) for r in range(201)}
+    bad = [r for r, h in ins.items() if 2 * len(h) > pool.n_datasets]
     assert bad
-    with pytest.raises(ValueError, match="too few OUT"):
-        pool.record_datasets(bad[0], 0)
-    ok = min(ins, key=ins.get)
+    i, o = pool.record_datasets(bad[0], 0)
+    assert len(i) == len(o) == pool.n_datasets - len(ins[bad[0]]) == pool.record_sizes([bad[0]])[0] >= 2
+    assert set(i.tolist()) <= ins[bad[0]] and not set(o.tolist()) & ins[bad[0]] and len(set(i.tolist())) == len(set(o.tolist())) == len(i)
+    assert [pool.record_datasets(bad[0], s)[0].tolist() for s in range(20)] != [i.tolist()] * 20  # a random choice of the IN ones
+    ok = min(ins, key=lambda r: len(ins[r]))
     i, o = pool.record_datasets(ok, 0)
-    assert len(i) == len(o) and not set(i) & set(o)
+    assert len(i) == len(o) == len(ins[ok]) and set(i.tolist()) == ins[ok] and not set(i) & set(o)  # the others: every IN dataset, as before
+    assert ok == 7 and (i.tolist(), o.tolist()) == ([1, 3], [2, 4])  # the OUT ones drawn as before this change (frozen: earlier rows stand)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # N = 2.5 |D| (N = 2|D| + 1 puts every record in half the training sets, which `audit` skips): records 6 and 16 are held by
+        # more than 7 of the audit's 15 datasets (its plan: rng = seed_child(seed_root(0), 6)), records 0 and 1 by fewer
+        rows = audit(df.iloc[:250].reset_index(drop=True), "independent", records=[0, 1, 6, 16], design="population", n_in=5,
+                     dataset_size=100, order=1, selectors=(), n_jobs=1, rng=0, verbose=False)
+    assert len(rows) == 4 and rows["n_in"].tolist() == rows["n_out"].tolist() and rows["n_in"].min() >= 5
+
+
+def test_a_record_left_fewer_out_datasets_than_n_in_stops_the_run_before_generation(adult, monkeypatch):
+    from achilles.shadow import audit as A
+    df, schema = adult
+    monkeypatch.setattr(A.PopulationPool, "record_sizes", lambda self, records: np.where(np.asarray(records) == 3, 4, 5))
+    monkeypatch.setattr(A, "population_stack", lambda *a, **k: pytest.fail("the pool was generated before the check"))
+    with pytest.raises(ValueError, match=r"1 record\(s\) \(e.g. 3\) .* fewer than n_in=5"):
+        audit(df.iloc[:250].reset_index(drop=True), "independent", records=[3, 4], design="population", n_in=5, dataset_size=100,
+              order=1, selectors=(), n_jobs=1, rng=0, verbose=False)
 
 
 def test_the_scale_warning_fires_for_small_pools_only():

@@ -75,7 +75,9 @@ def test_a_cap_leaves_out_datasets_enough_where_all_of_them_would_not(table):
     full = plan_population(pm, n_in=20, rng=0)
     held = _holding(full, 5)
     assert len(held) > full.n_datasets / 2  # more than half the datasets hold a copy: too few OUT to match them all
-    with pytest.raises(ValueError, match="too few OUT datasets"): full.record_datasets(5, 0)
+    left = full.n_datasets - len(held)
+    i, o = full.record_datasets(5, 0)  # uncapped: as many IN as there are OUT, every OUT one used
+    assert len(i) == len(o) == left == full.record_sizes([5])[0] and set(i.tolist()) <= held and set(o.tolist()) == set(range(full.n_datasets)) - held
     i, o = dataclasses.replace(full, max_in=20).record_datasets(5, 0)
     assert len(i) == len(o) == 20 and set(i.tolist()) <= held and not set(o.tolist()) & held
 
@@ -104,4 +106,8 @@ def test_a_cap_of_exactly_the_out_datasets_there_are_is_enough(table):
     left = full.n_datasets - len(held)  # datasets holding no copy: every one of them is needed
     i, o = dataclasses.replace(full, max_in=left).record_datasets(5, 0)
     assert len(i) == len(o) == left and set(o.tolist()) == set(range(full.n_datasets)) - held
-    with pytest.raises(ValueError, match="too few OUT datasets"): dataclasses.replace(full, max_in=left + 1).record_datasets(5, 0)
+    i2, o2 = dataclasses.replace(full, max_in=left + 1).record_datasets(5, 0)  # a cap above the OUT datasets there are: all of them
+    assert len(i2) == len(o2) == left and set(o2.tolist()) == set(o.tolist())
+    i1, o1 = dataclasses.replace(full, max_in=1).record_datasets(5, 0)  # one of each is a record's smallest audit
+    assert len(i1) == len(o1) == 1 and set(i1.tolist()) <= held and not set(o1.tolist()) & held
+    with pytest.raises(ValueError, match="it needs OUT datasets too"): dataclasses.replace(full, max_in=0).record_datasets(5, 0)

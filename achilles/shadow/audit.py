@@ -501,7 +501,8 @@ class PopulationPool:
     def n_datasets(self) -> int: return len(self.specs)
 
     def _cap(self, n: int) -> int: return n if self.max_in is None else min(n, self.max_in)
-    def _sides(self, n_holding: int) -> int: return self._cap(n_holding)  # IN datasets (= OUT) of a record held by `n_holding` datasets
+    def _sides(self, n_holding: int) -> int:  # IN datasets (= OUT) of a record held by `n_holding` datasets
+        return self._cap(min(n_holding, self.n_datasets - n_holding))  # fewer OUT than IN (a block's last set filled up at random, or copies): as many IN as OUT
 
     def record_sizes(self, records) -> np.ndarray:
         "How many IN datasets, and as many OUT, `record_datasets` gives each of `records` (sizes only: nothing is drawn)."
@@ -510,18 +511,17 @@ class PopulationPool:
         return np.array([size[int(u)] for u in g], np.int64)
 
     def record_datasets(self, record: int, rng) -> tuple:
-        """(IN datasets, OUT datasets) of one record: all datasets holding it or a copy (at most `max_in` of them, drawn at random),
-        and as many drawn from the others."""
+        """(IN datasets, OUT datasets) of one record: all datasets holding it or a copy (at most `max_in` of them, and at most as many as
+        hold neither, drawn at random), and as many drawn from the others."""
         g = self.group[record]
         ins = np.unique(self.idx[self.ptr[g]:self.ptr[g + 1]]).astype(np.int64)
         M, n = self.n_datasets, len(ins)
-        if M - n < self._cap(n):
-            raise ValueError(f"record {record} is IN {n} of the {M} datasets: too few OUT datasets to match them; "
-                             "the population must be at least twice dataset_size")
+        k = self._sides(n)
+        if k == 0: raise ValueError(f"record {record} is IN {n} of the {M} datasets: it needs OUT datasets too; raise n_in")
         r = np.random.default_rng(rng)
-        if self._cap(n) < n:  # a record with copies, capped: a random `max_in` of its IN datasets, as many OUT from all the others
+        if k < n:  # capped, or fewer OUT datasets than IN: a random k of its IN datasets, as many OUT from all the others
             outs = np.setdiff1d(np.arange(M, dtype=np.int64), ins)
-            return np.sort(r.choice(ins, self.max_in, replace=False)), np.sort(r.choice(outs, self.max_in, replace=False))
+            return np.sort(r.choice(ins, k, replace=False)), np.sort(r.choice(outs, k, replace=False))
         cand = r.choice(M, size=min(M, 2 * n), replace=False)
         out = cand[~np.isin(cand, ins)][:n]
         return ins, np.sort(out)
@@ -746,6 +746,12 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
     t = time.perf_counter()
     pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
     if max_in is not None: pool = dataclasses.replace(pool, max_in=max_in)  # the same training sets; fewer of them scored per record
+    if design == "population":  # before anything is generated: every record gets n_in IN datasets and as many OUT, or the run stops here
+        short = todo[pool.record_sizes(todo) < n_in]
+        if len(short):
+            raise ValueError(f"{len(short)} record(s) (e.g. {', '.join(map(str, short[:5]))}) are held, themselves or by a copy, by so many "
+                             f"of this pool's {pool.n_datasets} datasets that fewer than n_in={n_in} are left OUT to match them; raise n_in "
+                             "(the share held falls towards its expectation), or leave those records out (records=...)")
     lo, hi = auc_interval(0.5, n_in, n_in)
     if hi - lo > 0.1:
         warnings.warn(f"n_in={n_in} gives each record {n_in} IN and {n_in} OUT datasets: an AUC of 0.5 has a 95% interval of "
