@@ -12,12 +12,12 @@ import pandas as pd
 
 from ..core.data import load_dataset
 from ..core.registry import parse_params
-from ..core.validate import check_int
+from ..core.validate import check_float, check_int
 from . import machine_line
 from ..shadow.audit import audit
 
 # %% auto #0
-__all__ = ['bench_cluster', 'cluster_model', 'audit_slice']
+__all__ = ['bench_cluster', 'cluster_model', 'audit_slice', 'scoring_windows']
 
 # %% ../../nbs/50_perf/58d_cluster.ipynb #152e377c
 def _peak_rss() -> tuple:
@@ -122,13 +122,15 @@ def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 wo
                   pool_bytes: float = 3.0e9,  # the pool every worker maps (Adult's population pool: 3.0 GB)
                   storage_bandwidth: float = 1.0e9,  # B: the shared storage's aggregate read bandwidth, bytes/s (an assumption)
                   workers=(1, 2, 8, 32, 128),
+                  tasks: float | None = None,  # tasks of the predicted audit (default: the measured tasks x `scale`)
                   ) -> pd.DataFrame:
     "Predicted wall time of each stage on `workers`, from the measured 1- and 2-worker costs; and the limits' worker counts."
+    if tasks is not None: tasks = check_float("tasks", tasks, lo=1.0)
     m = measured.sort_index(); one = m.iloc[0]; w0 = m.index[0]
     eff = lambda c: float(min(1.0, m[c].iloc[-1])) if len(m) > 1 else 1.0
     gscale = scale if generation_scale is None else float(generation_scale)
     G1, S1 = one["generation_s"] * w0 * gscale, one["scoring_s"] * w0 * scale
-    n, o = one["tasks"] * scale, float(m["overhead_per_task_s"].median())
+    n, o = (one["tasks"] * scale if tasks is None else tasks), float(m["overhead_per_task_s"].median())
     disk = one["pool_to_disk_s"] * gscale
     rows = []
     for w in workers:
@@ -140,7 +142,7 @@ def cluster_model(measured: pd.DataFrame,  # `bench_cluster`'s table (1 and 2 wo
                          total_s=gen + disk + sc + sched + read))
     out = pd.DataFrame(rows).set_index("workers")
     out.attrs.update(scheduler_limit_workers=S1 / max(n * o, 1e-12), storage_limit_workers=float(np.sqrt(S1 * storage_bandwidth / pool_bytes)),
-                     assumptions=dict(scale=scale, generation_scale=gscale, pool_bytes=pool_bytes, storage_bandwidth=storage_bandwidth, overhead_per_task_s=o,
+                     assumptions=dict(scale=scale, generation_scale=gscale, tasks=float(n), pool_bytes=pool_bytes, storage_bandwidth=storage_bandwidth, overhead_per_task_s=o,
                                       generation_efficiency=eff("generation_efficiency"), scoring_efficiency=eff("scoring_efficiency")))
     return out
 
@@ -182,3 +184,24 @@ def audit_slice(dataset: str = "census",  # the population Ω: a dataset `load_d
              peak_worker_anon_mb=anon, peak_client_anon_mb=_anon_peak_mb(),
              peak_client_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, skipped=r.attrs.get("skipped"), machine=machine_line())
     return r, m
+
+# %% ../../nbs/50_perf/58d_cluster.ipynb #0d0464c6
+def scoring_windows(rows: pd.DataFrame,  # an audit's rows as its store holds them (`ResultsStore.read`): `created`, `n_in`, `n_out`
+                    gap: float = 600.0,  # seconds without a new row that end a window (a stop, or a restart's loading and planning)
+                    ) -> pd.DataFrame:
+    """The windows in which a resumed audit wrote its rows: start, end, seconds, and the rows and (record, dataset) pairs written
+    after the window's first write (whose work began before the window could see it), with their rates."""
+    gap = check_float("gap", gap, lo=0.0)
+    miss = [c for c in ("created", "n_in", "n_out") if c not in rows]
+    if miss: raise ValueError(f"rows lacks the column(s) {miss}; pass the store's rows (ResultsStore(path).read(kind, run_id))")
+    t = pd.to_datetime(rows["created"], utc=True)
+    d = pd.DataFrame({"t": t, "pairs": rows["n_in"].to_numpy(np.int64) + rows["n_out"].to_numpy(np.int64)}).sort_values("t", kind="stable")
+    d["w"] = (d.t.diff().dt.total_seconds().fillna(0.0) > gap).cumsum()
+    out = []
+    for _, g in d.groupby("w"):
+        after = g[g.t > g.t.iloc[0]]
+        sec = (g.t.iloc[-1] - g.t.iloc[0]).total_seconds()
+        out.append(dict(start=g.t.iloc[0].isoformat(), end=g.t.iloc[-1].isoformat(), seconds=sec, rows=len(g), rows_timed=len(after),
+                        pairs_timed=int(after.pairs.sum()), rows_per_s=len(after) / sec if sec > 0 else np.nan,
+                        pairs_per_s=after.pairs.sum() / sec if sec > 0 else np.nan))
+    return pd.DataFrame(out, columns=["start", "end", "seconds", "rows", "rows_timed", "pairs_timed", "rows_per_s", "pairs_per_s"])
