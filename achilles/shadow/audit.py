@@ -779,7 +779,6 @@ def release_datasets(n_in: int) -> int:
 @dataclass(frozen=True, eq=False)
 class ReleasePool(PopulationPool):
     "A pool whose training sets are random halves of the data (each copy group in with probability 1/2, independently per dataset)."
-    def _sides(self, n_holding: int) -> int: return self._cap(min(n_holding, self.n_datasets - n_holding))
 
     def record_datasets(self, record: int, rng) -> tuple:
         "(IN datasets, OUT datasets) of one record: as many of each, drawn from those that hold its copy group and those that hold none of it."
