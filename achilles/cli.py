@@ -443,7 +443,7 @@ def cmd_audit(args) -> int:
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
     release = _release_file(args, df, schema) if args.release_file else None
     rows = audit(_by_name(args, df), generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
-                 max_in=args.max_in, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
+                 max_in=args.max_in, copies=args.copies, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
@@ -873,6 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--max-in", type=_POS, default=None, help="population and release: at most this many IN datasets per record (and as many OUT), "
                     "drawn at random where a record's copies put it in more (default: all). It cuts the cost of a table with many duplicates (copies x n_in per record without it) "
                     "and weakens the attack on the records it caps, which then report less risk")
+    au.add_argument("--copies", choices=("share", "each"), default="share", help="audited records with identical values (exact copies) play one "
+                    "membership game: share (default) scores it once, with the lowest-numbered copy's draws, and gives every copy that row "
+                    "(column scored_as); each scores every copy on its own draws (c times the cost for c copies)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: the --release file's rows, else as many as each was trained on)")
     au.add_argument("--release", dest="release_file", default=None, metavar="CSV",

@@ -302,6 +302,16 @@ def test_the_run_id_is_the_digest_of_the_config_whatever_its_key_order(adult):
     assert json.dumps(cfg, default=str) != json.dumps(cfg, sort_keys=True, default=str)  # the check above can tell the two apart
 
 
+
+def test_the_config_says_when_the_stack_is_off(adult):
+    "stack=False is another attacker: its config says so, so its rows are another run (the audit before issue 35 is found again by it)."
+    df, _ = adult
+    kw = dict(records=[0], n_datasets=40, dataset_size=200, rng=3, n_jobs=1, verbose=False, selectors=(), order=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        on, off = (audit(df.iloc[:600].reset_index(drop=True), "independent", stack=s, **kw) for s in (True, False))
+    assert "stack" not in on.attrs["config"] and off.attrs["config"]["stack"] is False and on.attrs["run_id"] != off.attrs["run_id"]
+
 def test_bernoulli_rows_do_not_depend_on_the_chunking(adult):
     "Issue 35's cost work: the bernoulli pool also computes chunk k + 1's features while chunk k is scored; with one record per chunk every row is the same."
     df, schema = adult

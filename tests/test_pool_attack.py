@@ -30,7 +30,7 @@ def reference(syn: Encoded, tc, tx, schema: Schema, plan) -> np.ndarray:
     eq5 = np.clip((mis + D - D * cos) / F, 0, 1)
     pad = lambda v, k: np.concatenate([np.sort(v), np.ones(k)])[:k]
     radii = [(gower <= (i + 1e-9) / (2 * F)).sum() for i in range(plan.n_radii)]
-    dens = [np.log(np.exp(-(gower / (plan.h_max / 2 ** i)) ** 2).mean() + 1e-300) for i in range(plan.n_bandwidths)]
+    dens = [np.log(np.exp(-(gower / (plan.h_max / 2 ** i)) ** 2).sum() / max(n, 1) + 1e-300) for i in range(plan.n_bandwidths)]  # an empty dataset: log(1e-300)
     return np.concatenate([counts, copies, pad(gower, plan.k_gower), pad(eq5, plan.k_cos), radii, dens])
 
 
@@ -645,3 +645,102 @@ def test_the_pair_kernel_stays_inside_its_arrays():
         env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=cache)
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0 and "ok True" in p.stdout, p.stderr[-2000:]
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.15])
+def test_a_categorical_table_counts_rows_by_mismatches_and_equals_the_reference(adult, missing):
+    """With no continuous column, `_one_pair` reads every distance feature from the number of rows at each mismatch count
+    (`_from_mismatches`). Against the definitions: missing codes (a category of their own), empty and tiny datasets (fewer rows than
+    the k smallest), duplicates, the target itself, and a radius and copy count at every level."""
+    df, _ = adult
+    d = df[["workclass", "education", "marital-status", "sex", "race", "income"]].copy()
+    rng = np.random.default_rng(7)
+    if missing:
+        d = d.astype(object).mask(rng.random(d.shape) < missing)
+    schema = Schema.from_dataframe(d)
+    assert len(schema.cont_idx) == 0
+    plan = feature_plan(schema, order=2, subsets=3, rng=3, attacks=("query", "exact", "copy", "distance", "density"))
+    enc = encode(d, schema)
+    sizes = (0, 1, 2, 4, 63, 64, 65, 300)
+    syns = [enc.take(rng.integers(0, 40, n)) for n in sizes]
+    targets = enc.take([0, 3, 39, 1_000, 20_000])
+    pool = stack_pool(syns)
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    got = pair_features(pool, targets, pd_, pt, schema, plan, n_jobs=1)
+    for j in range(len(pd_)):
+        ref = reference(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
+        np.testing.assert_allclose(got[j], ref, rtol=2e-6, atol=2e-6, err_msg=f"pair {j} (size {sizes[pd_[j]]})")
+    k = plan.n_query + plan.n_exact
+    assert (got[pd_ == 0, k:k + plan.n_copy] == 0).all() and (got[pd_ == 1, k] <= 1).all()  # the empty dataset counts nothing
+
+
+def test_log1p_of_counts_by_table_gives_numpys_bits_and_falls_back_otherwise():
+    from achilles.shadow.pool_attack import _LOG1P, _log1p_counts
+    g = np.random.default_rng(3)
+    X = g.integers(0, len(_LOG1P), (300, 40)).astype(np.float32)
+    X[0, :3] = [0, 1, len(_LOG1P) - 1]
+    A, B = X.copy(), X.copy()
+    _log1p_counts(A, 2, 30); np.log1p(B[:, 2:30], out=B[:, 2:30])
+    np.testing.assert_array_equal(A.view(np.uint32), B.view(np.uint32))  # the same bits, and columns outside 2:30 untouched
+    for bad in (2.5, -1.0, float(len(_LOG1P)), np.nan, 1e9):  # not a count the table holds: numpy's log1p for the whole block
+        C = X.copy(); C[7, 9] = bad; D = C.copy()
+        _log1p_counts(C, 2, 30); np.log1p(D[:, 2:30], out=D[:, 2:30])
+        np.testing.assert_array_equal(C, D)
+    E = X.astype(np.float64); F_ = E.copy()  # another dtype: numpy's own
+    _log1p_counts(E, 0, 40); np.testing.assert_array_equal(E, np.log1p(F_))
+    G = X.copy(); _log1p_counts(G, 5, 5); np.testing.assert_array_equal(G, X)  # an empty block changes nothing
+
+
+@pytest.mark.parametrize("n_genlra", [1, 2])
+def test_a_categorical_table_with_gen_lra_keeps_the_record_loop(adult, n_genlra):
+    "Gen-LRA reads each synthetic record's reference mass, so a categorical table with it cannot take the counting path: its ratios equal their definition."
+    from achilles.shadow.pool_attack import StackedPool
+    from achilles.shadow.set_features import reference_mass
+    df, _ = adult
+    d = df[["workclass", "education", "sex", "race"]]
+    schema = Schema.from_dataframe(d)
+    enc = encode(d, schema)
+    plan = feature_plan(schema, order=1, attacks=("query", "distance", "density", "genlra"), n_genlra=n_genlra)
+    assert plan.n_genlra == n_genlra and len(schema.cont_idx) == 0
+    rng = np.random.default_rng(2)
+    syns = [enc.take(rng.integers(0, 60, n)) for n in (1, 64, 130)]
+    pool = stack_pool(syns)
+    bw = [plan.h_max / 2 ** (m + 1) for m in range(n_genlra)]
+    pool = StackedPool(pool.cat, pool.cont, pool.norm, pool.offsets, reference_mass(pool, enc.take(np.arange(300, 700)), schema, bw))
+    targets = enc.take([0, 3, 59])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    got = pair_features(pool, targets, pd_, pt, schema, plan, n_jobs=1)
+    F = len(schema)
+    for j in range(len(pd_)):
+        syn, a, b = syns[pd_[j]], pool.offsets[pd_[j]], pool.offsets[pd_[j] + 1]
+        np.testing.assert_allclose(got[j, :-n_genlra], reference(syn, targets.cat[pt[j]], targets.cont[pt[j]], schema, plan), rtol=2e-6, atol=2e-6)
+        gower = (syn.cat != targets.cat[pt[j]]).sum(1) / F
+        glr = [np.log1p(np.exp(-(gower / bw[m]) ** 2) / pool.refmass[m, a:b]).sum() for m in range(n_genlra)]
+        np.testing.assert_allclose(got[j, -n_genlra:], glr, rtol=2e-5, atol=2e-6)
+
+
+def test_transform_features_takes_log1p_of_exactly_the_count_columns(adult):
+    "By name: counting queries, exact-value counts, copies and radius counts become log1p; distances, densities and the rest stay."
+    from achilles.shadow.pool_attack import transform_features
+    df, schema = adult
+    plan = feature_plan(schema, order=2, rng=3, attacks=("query", "exact", "copy", "distance", "density", "genlra", "groundhog"))
+    assert plan.n_query and plan.n_exact and plan.n_copy and plan.n_radii and plan.n_genlra and plan.n_groundhog
+    names = plan.names(schema)
+    X = np.random.default_rng(0).integers(0, 500, (50, plan.n_features)).astype(np.float32)
+    Y = transform_features(X.copy(), plan)
+    counted = np.array([n.startswith(("count[", "equal[", "copies_", "within_")) for n in names])
+    np.testing.assert_array_equal(Y[:, counted], np.log1p(X[:, counted]))
+    np.testing.assert_array_equal(Y[:, ~counted], X[:, ~counted])
+
+
+def test_log1p_of_counts_checks_every_value_before_it_looks_one_up():
+    from achilles.shadow.pool_attack import _log1p_counts
+    X = np.full((6, 4), 3.0, np.float32)
+    for bad in ((0, 0), (0, 3), (5, 3)):  # a value that is not a count, in the first row, the last column, the last row
+        A = X.copy(); A[bad] = 2.5; B = A.copy()
+        _log1p_counts(A, 0, 4); np.testing.assert_array_equal(A, np.log1p(B))
+    for v in (0.5, -2.0, 7e4):  # a block of nothing but values the table does not hold
+        A = np.full((3, 3), v, np.float32); B = A.copy()
+        with np.errstate(invalid="ignore"):
+            _log1p_counts(A, 0, 3); np.testing.assert_array_equal(A, np.log1p(B))
+    E = np.full((3, 3), 5.0); _log1p_counts(E, 0, 3); np.testing.assert_array_equal(E, np.log1p(np.full((3, 3), 5.0)))  # float64: numpy's, in float64

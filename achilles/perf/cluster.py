@@ -14,10 +14,10 @@ from ..core.data import load_dataset
 from ..core.registry import parse_params
 from ..core.validate import check_float, check_int
 from . import machine_line
-from ..shadow.audit import audit
+from ..shadow.audit import audit, holding_probability
 
 # %% auto #0
-__all__ = ['bench_cluster', 'cluster_model', 'audit_slice', 'scoring_windows']
+__all__ = ['bench_cluster', 'cluster_model', 'audit_slice', 'scoring_windows', 'copy_cost', 'record_cost']
 
 # %% ../../nbs/50_perf/58d_cluster.ipynb #152e377c
 def _peak_rss() -> tuple:
@@ -205,3 +205,60 @@ def scoring_windows(rows: pd.DataFrame,  # an audit's rows as its store holds th
                         pairs_timed=int(after.pairs.sum()), rows_per_s=len(after) / sec if sec > 0 else np.nan,
                         pairs_per_s=after.pairs.sum() / sec if sec > 0 else np.nan))
     return pd.DataFrame(out, columns=["start", "end", "seconds", "rows", "rows_timed", "pairs_timed", "rows_per_s", "pairs_per_s"])
+
+# %% ../../nbs/50_perf/58d_cluster.ipynb #c09e5c02
+def copy_cost(sizes,  # each copy group's number of records (`np.bincount` of the value groups): records with identical values
+              n_in: int = 500,  # the population design's blocks
+              dataset_size: int = 1000,  # |D|
+              most: float = 0.45,  # `audit` skips a group that a training set holds with probability above this
+              ) -> dict:
+    "Expected (record, dataset) pairs and fitted attackers of a population audit of every record, each copy scored on its own (`each`) or once per group (`share`)."
+    c = np.asarray(sizes, dtype=np.int64)
+    if c.ndim != 1 or len(c) == 0 or (c < 1).any(): raise ValueError("sizes must be a non-empty 1-D array of group sizes, each at least 1")
+    n_in = check_int("n_in", n_in, lo=1); D = check_int("dataset_size", dataset_size, lo=1)
+    N = int(c.sum())
+    if N < 2 * D: raise ValueError(f"the groups hold {N} records: the population design needs at least twice dataset_size={D}")
+    B = -(-N // D); M = n_in * B
+    cf = c.astype(np.float64)
+    held = holding_probability(c, N, D)  # P(a training set holds one of the group's copies)
+    keep = held <= most
+    ins = n_in * B * held  # expected datasets holding one of them: B x held in each block
+    side = np.minimum(ins, M - ins)  # IN datasets, and as many OUT
+    pairs_each, pairs_share = float((2 * side * cf)[keep].sum()), float((2 * side)[keep].sum())
+    return dict(records=N, groups=len(c), audited_records=int(c[keep].sum()), audited_groups=int(keep.sum()),
+                datasets=M, mean_pairs_each=pairs_each / max(int(c[keep].sum()), 1), pairs_each=pairs_each, pairs_share=pairs_share,
+                pair_ratio=pairs_each / pairs_share if pairs_share else float("nan"), models_each=int(c[keep].sum()), models_share=int(keep.sum()))
+
+# %% ../../nbs/50_perf/58d_cluster.ipynb #c09e5c07
+def record_cost(dataset: str = "census",  # the population: a dataset `load_dataset` knows
+                path=None,  # where a dataset that is not bundled lives (the census stand-in's CSV)
+                pairs=(1000, 2000, 4000, 8000, 16000),  # a record's (record, dataset) pairs, each size timed
+                records: int = 3,  # records timed at each size
+                dataset_size: int = 1000,  # |D|
+                rng: int = 0,
+                ) -> pd.DataFrame:
+    "CPU seconds of one record's pair features (one thread) and its fits (`score_record`) at each number of pairs, with random |D|-subsets of the data as the synthetic datasets."
+    from ..core.runtime import limit_threads
+    from ..shadow.audit import PoolModel
+    from ..shadow.pool_attack import DEFAULT_ATTACKS, _rarest_columns, audit_plan, exact_tolerance, pair_features, score_record, stack_pool
+    pairs = [check_int("pairs", p, lo=10) for p in pairs]; records = check_int("records", records, lo=1)
+    df, schema = load_dataset(dataset, path)
+    pm = PoolModel(df, schema, "independent", dataset_size=check_int("dataset_size", dataset_size, lo=1))
+    enc, schema = pm.encoded, pm.schema
+    g = np.random.default_rng(rng)
+    plan = audit_plan(schema, DEFAULT_ATTACKS, "auto", 0, np.random.default_rng(0), tol=exact_tolerance(schema, enc))
+    rar = _rarest_columns(pm, plan, DEFAULT_ATTACKS)
+    P = max(pairs)
+    st = stack_pool([enc.take(np.sort(g.choice(enc.n, pm.dataset_size, replace=False))) for _ in range(P)])
+    gh = np.zeros((P, plan.n_groundhog)) if plan.n_groundhog else None
+    rows = []
+    with limit_threads(1, "numba"), limit_threads(1, "blas"):
+        for p in [pairs[0]] + pairs:  # the first size twice: its first pass compiles and loads the kernels, and is dropped
+            for t in g.choice(enc.n, records, replace=False):
+                t0 = time.process_time()
+                X = pair_features(st, enc.take([int(t)]), np.arange(p, dtype=np.int64), np.zeros(p, np.int64), schema, plan, n_jobs=1, groundhog=gh)
+                t1 = time.process_time()
+                score_record(X, (g.random(p) < 0.5).astype(np.int64), plan, DEFAULT_ATTACKS, rng=np.random.default_rng(0), n_jobs=1,
+                             rarest=-1 if rar is None else int(rar[int(t)]))
+                rows.append(dict(pairs=p, features_s=t1 - t0, fits_s=time.process_time() - t1))
+    return pd.DataFrame(rows[records:])

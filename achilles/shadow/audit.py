@@ -30,9 +30,10 @@ from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPo
 from .pool_store import open_pool, release_pages, save_pool
 
 # %% auto #0
-__all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool',
-           'plan_pool', 'selector_table', 'PoolWarning', 'audit', 'PopulationPool', 'plan_population',
-           'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
+__all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'COPIES', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool',
+           'plan_pool', 'selector_table', 'PoolWarning', 'audit', 'holding_probability', 'PopulationPool',
+           'plan_population', 'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary',
+           'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -168,6 +169,7 @@ def _check_pool_sizes(membership: np.ndarray, folds: int, targets: np.ndarray) -
 DESIGNS = ("auto", "bernoulli", "population", "release")
 SCORING = ("threads", "tasks")  # where a population audit's features and models run (`audit`'s `scoring`)
 INTERVALS = ("certificate", "calibrated")  # where the AUC's interval, p-value and q-value come from (`audit`'s `interval`)
+COPIES = ("share", "each")  # exact copies among the audited records: one game scored once, or each copy on its own draws (`audit`'s `copies`)
 
 class PoolWarning(UserWarning):
     "The pool's training sets are not uniform samples of the data: its AUCs describe another game than the one a release plays."
@@ -204,6 +206,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           n_datasets: int | None = None,  # bernoulli: M, the synthetic datasets in the pool (default 1,000)
           n_in: int = 1000,  # population / release: every record is scored on this many IN datasets (at least) and as many OUT
           max_in: int | None = None,  # population / release: at most this many IN datasets per record (and as many OUT), drawn at random where copies put a record in more (None: all; a cap weakens the attack on the records it caps)
+          copies: str = "share",  # audited records with identical values play one membership game: "share" scores it once (the lowest-numbered copy's draws) and gives each copy that row, naming it in `scored_as`; "each" scores every copy on its own draws
           dataset_size: int = 1000,  # |D| = |D^s| (bernoulli and population)
           release_size: int | None = None,  # release: rows of each synthetic dataset (default: the release's rows when `release` is given, else as many as each was trained on)
           release=None,  # the custodian's synthetic file (a DataFrame or CSV path, the data's columns): each record's attack scores it too (`release_row`); implies design="release"
@@ -249,6 +252,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     check_choice("design", design, DESIGNS)
     check_choice("scoring", scoring, SCORING)
+    check_choice("copies", copies, COPIES)
     fdr = check_float("fdr", fdr, 0.0, 1.0, lo_open=True, hi_open=True)
     if release is not None:
         if design == "auto": design = "release"
@@ -274,6 +278,8 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label, own_size=design == "release" and release_size is None)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
+    rep = _copy_reps(pm, targets) if copies == "share" else None  # each target's scored record: itself, or its lowest-numbered audited copy
+    if rep is not None and (rep == targets).all(): rep = None  # no two audited records are copies: nothing to share (the rows and run id of "each")
     if interval == "certificate": null_fits = 0
     elif isinstance(null_fits, str): null_fits = int(min(200, max(20, 2 * len(targets))))  # "auto": the calibration costs at most twice the audit's fits
     design = _design(design, records, len(targets), pm.dataset_size, n_datasets)
@@ -300,7 +306,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors),
-                  **({} if stack else {"stack": False}), interval=interval, null_fits=null_fits)
+                  **({} if stack else {"stack": False}), interval=interval, null_fits=null_fits, **({} if rep is None else {"copies": "share"}))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
@@ -315,6 +321,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
         common = _too_common(pm, targets)
         if common.any():
             skipped = targets[common]; targets = targets[~common]; todo = todo[~np.isin(todo, skipped)]
+            if rep is not None: rep = rep[~common]  # a copy group is skipped whole (its records' copies are the same), so no record loses its representative
             c = _copies(pm)[skipped]
             warnings.warn(f"{len(skipped)} record(s) have {int(c.min())} to {int(c.max())} exact copies in the data (e.g. records "
                           f"{', '.join(map(str, skipped[:5]))}), so a uniformly random training set of {pm.dataset_size} holds one of "
@@ -328,10 +335,10 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     if len(todo) and design in ("population", "release"):
         rows = _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
                                  cache_dir, root, n_jobs, verbose, times, targets=targets, design=design, release=rel, scoring=scoring, max_in=max_in,
-                                 **extra)
+                                 rep=rep, **extra)
     elif len(todo):
         rows = _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config,
-                           cache_dir, root, n_jobs, verbose, times, **extra)
+                           cache_dir, root, n_jobs, verbose, times, rep=rep, **extra)
     out = store.read("audit", run) if store is not None else pd.DataFrame(rows)
     out = out[out["record"].astype(int).isin(targets)] if len(out) else out
     out = out.sort_values("record").reset_index(drop=True) if len(out) else out
@@ -346,14 +353,20 @@ def _copies(pm: PoolModel) -> np.ndarray:
     group = _value_groups(pm.encoded)
     return np.bincount(group)[group]
 
+def holding_probability(c,  # copies (an array): records with identical values
+                        N: int,  # records of Ω
+                        D: int,  # |D|
+                        ) -> np.ndarray:
+    "P(a uniformly random D-subset of N records holds at least one of c copies) = 1 - C(N - c, D) / C(N, D)."
+    from scipy.special import gammaln
+    c = np.asarray(c, dtype=np.float64)
+    log_out = gammaln(N - c + 1) - gammaln(N - c - D + 1) - gammaln(N + 1) + gammaln(N - D + 1)  # log C(N-c, D) / C(N, D)
+    return 1.0 - np.exp(np.where(N - c >= D, log_out, -np.inf))
+
 def _too_common(pm: PoolModel, targets: np.ndarray, most: float = 0.45) -> np.ndarray:
     """Records a uniformly random |D|-subset of Ω holds (itself or a copy) with probability above `most`: the population design
-    cannot give them as many OUT datasets as IN ones (1 - C(N - c, D) / C(N, D) for c copies)."""
-    N, D = len(pm.population), pm.dataset_size
-    c = _copies(pm)[targets].astype(np.float64)
-    from scipy.special import gammaln
-    log_out = gammaln(N - c + 1) - gammaln(N - c - D + 1) - gammaln(N + 1) + gammaln(N - D + 1)  # log C(N-c, D) / C(N, D)
-    return 1.0 - np.exp(np.where(N - c >= D, log_out, -np.inf)) > most
+    cannot give them as many OUT datasets as IN ones."""
+    return holding_probability(_copies(pm)[targets], len(pm.population), pm.dataset_size) > most
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #a3903956
 def _prefetched(features, starts, times):
@@ -385,22 +398,49 @@ def _chunk_buffer(k: int, shape: tuple) -> np.ndarray:
     asks for chunk k + 2 only once chunk k is done with. Fresh memory would cost a page fault per 4 KiB of every chunk."""
     return scratch(f"audit.chunk{k % 2}", shape)
 
-def _keep_rows(figs, part, sel, meta, store, run, rows, bar):
-    "Each scored record's row (its figures, its selector scores `sel`, the run's `meta`) stored the moment it is scored, and kept."
+def _keep_rows(figs, part, sel, meta, store, run, rows, bar, members=None):
+    """Each scored record's row (its figures, its selector scores from `sel`, indexed by record, the run's `meta`) stored the moment it is
+    scored, and kept. With `members` (`_scored_records`), a scored record's figures become the row of each audited record of its copy group,
+    which names it in `scored_as`."""
     for k, fig in enumerate(figs):
         rid = int(part[k])
-        row = dict(record=rid, **fig, **sel.iloc[k].to_dict(), **meta)
-        if store is not None: store.append("audit", run, rid, row)
-        rows.append(row)
-        bar.update(1)
+        for m in ((rid,) if members is None else members[rid]):
+            m = int(m)
+            row = dict(record=m, **fig, **sel.loc[m].to_dict(), **meta, **({} if members is None else {"scored_as": rid}))
+            if store is not None: store.append("audit", run, m, row)
+            rows.append(row)
+            bar.update(1)
+
+def _copy_reps(pm: PoolModel, targets: np.ndarray) -> np.ndarray:
+    """Each target's representative (`targets` sorted ascending): the lowest-numbered target with the same encoded values. Exact copies
+    have the same features on every dataset and the same IN datasets in every design (a dataset holding a copy holds the record), so
+    they play one membership game; its figures are those of the representative's draws."""
+    g = _value_groups(pm.encoded)[targets]
+    _, first, inv = np.unique(g, return_index=True, return_inverse=True)
+    return targets[first][inv.ravel()]
+
+def _scored_records(todo: np.ndarray,  # the records whose rows are wanted
+                    targets: np.ndarray,  # every audited record, sorted
+                    rep: np.ndarray | None,  # `_copy_reps(pm, targets)`, or None (each record its own game)
+                    ) -> tuple:
+    """The records to score (the representatives of `todo`, which a resumed run may have stored already: its draws are seeded by its
+    number, so it scores the same) and the records of `todo` that take each one's row (None: every record of `todo`, its own)."""
+    if rep is None: return todo, None
+    r = rep[np.searchsorted(targets, todo)]
+    order = np.argsort(r, kind="stable")
+    work, start = np.unique(r[order], return_index=True)
+    return work, dict(zip(work.tolist(), np.split(todo[order], start[1:])))
 
 def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
-                root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, certify=True):
-    "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored."
+                root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, certify=True, rep=None):
+    "Plan, generate, and attack the records in `todo` (a subset of `targets`); write each row as it is scored (copies: `_scored_records`)."
     t = time.perf_counter()
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
     _check_pool_sizes(pool.membership[:, np.searchsorted(targets, todo)], folds, todo)
     sel = selector_table(pm.population, pm.schema, todo, selectors) if selectors else pd.DataFrame(index=range(len(todo)))
+    sel.index = todo  # a row's selector scores are found by its record
+    n_rows = len(todo)
+    todo, members = _scored_records(todo, targets, rep)
     times["plan"] += time.perf_counter() - t
     t = time.perf_counter()
     data, counts = generate_datasets(pm, pool.specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=verbose,
@@ -425,7 +465,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
                         times, out=_chunk_buffer(s // chunk, (M * R, plan.n_features))).reshape(M, R, plan.n_features)
         return part, X, time.perf_counter() - t0
     rows = []
-    bar = progress(total=len(todo), desc="records", verbose=verbose)
+    bar = progress(total=n_rows, desc="records", verbose=verbose)
     with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
             closing(_prefetched(features, list(range(0, len(todo), chunk)), times)) as chunks:  # closed (and waited for) on any error
         for s, (part, X) in chunks:
@@ -436,7 +476,7 @@ def _audit_todo(pm, plan, targets, todo, M, attacks, classifier, folds, screen, 
                 return score_record(X[:, k, :], y, plan, attacks, classifier, folds, screen,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), rid)), delta=delta, n_jobs=1,
                                     rarest=-1 if rar is None else int(rar[rid]), stack=stack, inflation=inflation, certify=certify)
-            _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
+            _keep_rows(ex.map(one, range(len(part))), part, sel, meta, store, run, rows, bar, members)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
     times.update(generated=counts["generated"], cached=counts["cached"])
@@ -594,8 +634,9 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
                      run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None,
-                     certify=True, release=False, scoring="threads", pool_dir=None):
-    "Score the records `todo` of a population pool; one row per record, stored as it is scored. `release`: the stack's last dataset is the custodian's release, scored by every record's certificate."
+                     certify=True, release=False, scoring="threads", pool_dir=None, members=None):
+    """Score the records `todo` of a population pool; one row per record, stored as it is scored (and one per record of `members[r]`
+    for each scored r: `_scored_records`). `release`: the stack's last dataset is the custodian's release, scored by every record's certificate."""
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     extra = [pool.n_datasets] if release else []  # the release: one more pair per record, after its IN and OUT datasets
     workers = threads or 1
@@ -615,10 +656,10 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     inflation, _ = _null_calibration(pm, plan, stacked, ref, gh, todo if targets is None else targets, datasets_of, attacks, classifier,
                                      folds, screen, delta, root, threads, times, store, run, null_fits, stack, rar)
     rows = []
-    bar = progress(total=len(todo), desc="records", verbose=verbose)
+    bar = progress(total=len(todo) if members is None else sum(map(len, members.values())), desc="records", verbose=verbose)
     if scoring == "tasks":
         _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack,
-                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir)
+                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir, members)
         bar.close()
         return rows
     with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
@@ -633,7 +674,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
                                     rng=np.random.default_rng(seed_child(seed_child(root, 4), int(part[k]))), delta=delta, n_jobs=1,
                                     rarest=-1 if rar is None else int(rar[int(part[k])]), stack=stack, inflation=inflation,
                                     certify=certify, release=X[b] if release else None)
-            _keep_rows(ex.map(one, range(len(part))), part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
+            _keep_rows(ex.map(one, range(len(part))), part, sel, meta, store, run, rows, bar, members)
             times["classifiers"] += time.perf_counter() - t
     bar.close()
     return rows
@@ -708,7 +749,7 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
     return figs, t1 - t0, time.perf_counter() - t1
 
 def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
-                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir):
+                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir, members=None):
     "Score `todo` chunk by chunk as joblib tasks against the pool written once to disk; rows stored here, in order, as they come."
     import tempfile
     tmp = None
@@ -733,7 +774,7 @@ def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, cla
         for s, (figs, t_feat, t_cls) in zip(starts, out):
             times["features"] += t_feat; times["classifiers"] += t_cls
             part = todo[s:s + chunk]
-            _keep_rows(figs, part, sel.iloc[s:s + len(part)], meta, store, run, rows, bar)
+            _keep_rows(figs, part, sel, meta, store, run, rows, bar, members)
     finally:
         _POOLS.pop((str(folder), key), None)
         if tmp is not None: tmp.cleanup()
@@ -741,8 +782,8 @@ def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, cla
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
                       root, n_jobs, verbose, times, reference=1000, stack=True, null_fits=200, targets=None, certify=True, design="population",
-                      release=None, scoring="threads", max_in=None):
-    "Plan the population pool, generate it (or load it from the cache), and score the records in `todo`."
+                      release=None, scoring="threads", max_in=None, rep=None):
+    "Plan the population pool, generate it (or load it from the cache), and score the records in `todo` (copies: `_scored_records`)."
     t = time.perf_counter()
     pool = plan_release(pm, n_in, rng=seed_child(root, 6)) if design == "release" else plan_population(pm, n_in, rng=seed_child(root, 6))
     if max_in is not None: pool = dataclasses.replace(pool, max_in=max_in)  # the same training sets; fewer of them scored per record
@@ -757,6 +798,8 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
         warnings.warn(f"n_in={n_in} gives each record {n_in} IN and {n_in} OUT datasets: an AUC of 0.5 has a 95% interval of "
                       f"±{(hi - lo) / 2:.2f}; use n_in >= 1,000 for intervals of about ±0.03", ScaleWarning, stacklevel=3)
     sel = selector_table(pm.population, pm.schema, todo, selectors) if selectors else pd.DataFrame(index=range(len(todo)))
+    sel.index = todo  # a row's selector scores are found by its record
+    todo, members = _scored_records(todo, targets, rep)
     times["plan"] += time.perf_counter() - t
     t = time.perf_counter()
     stacked = population_stack(pm, pool, cache_dir=cache_dir, n_jobs=n_jobs, verbose=verbose, extra=release)
@@ -769,7 +812,7 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
     return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
                             n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
-                            certify=certify, release=release is not None, scoring=scoring, pool_dir=cache_dir)
+                            certify=certify, release=release is not None, scoring=scoring, pool_dir=cache_dir, members=members)
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #8a70dfb9
 def release_datasets(n_in: int) -> int:
