@@ -182,3 +182,15 @@ def test_records_skipped_for_their_copies_leave_the_others_their_representatives
         r2 = A.audit(pd.concat([plain, pd.DataFrame([plain.iloc[3]] * 200)], ignore_index=True), "independent", records=list(range(300)),
                      design="population", n_in=5, dataset_size=40, order=1, selectors=(), rng=1, verbose=False)
     assert 3 in r2.attrs["skipped"] and "scored_as" not in r2 and len(r2) == 299
+
+
+@pytest.mark.parametrize("design", ["population", "release"])
+def test_the_copy_groups_are_computed_once_an_audit(table, monkeypatch, design):
+    # `_copies` (the skip rule), `_copy_reps` and the design's plan all read Ω's copy groups; one sort of its rows serves them all
+    real, calls = A._value_groups, []
+    monkeypatch.setattr(A, "_value_groups", lambda t: calls.append(t.n) or real(t))
+    out = _audit(table, design)
+    assert calls == [len(table)] and len(out) == 402
+    pm = A.PoolModel(table, A.Schema.from_dataframe(table), "independent")
+    with pytest.raises(ValueError):
+        pm.value_groups[0] = 7  # shared by the plans: read-only

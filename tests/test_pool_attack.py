@@ -672,6 +672,13 @@ def test_a_categorical_table_counts_rows_by_mismatches_and_equals_the_reference(
         np.testing.assert_allclose(got[j], ref, rtol=2e-6, atol=2e-6, err_msg=f"pair {j} (size {sizes[pd_[j]]})")
     k = plan.n_query + plan.n_exact
     assert (got[pd_ == 0, k:k + plan.n_copy] == 0).all() and (got[pd_ == 1, k] <= 1).all()  # the empty dataset counts nothing
+    loop = pair_features(pool, targets, pd_, pt, schema, plan, n_jobs=1, counting=False)  # the row loop, `bench`'s in-run baseline
+    dens = [j for j, c in enumerate(plan.names(schema)) if c.startswith("log_density")]  # summed in another order
+    assert len(dens) == plan.n_bandwidths
+    np.testing.assert_array_equal(np.delete(loop, dens, axis=1), np.delete(got, dens, axis=1))
+    np.testing.assert_allclose(loop[:, dens], got[:, dens], rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match="counting"):
+        pair_features(pool, targets, pd_, pt, schema, plan, n_jobs=1, counting="no")
 
 
 def test_log1p_of_counts_by_table_gives_numpys_bits_and_falls_back_otherwise():

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..core.data import load_dataset
 from ..core.validate import check_int
-from . import machine_line
+from . import baseline_line, machine_line
 
 # %% auto #0
 __all__ = ['BASELINE_ENV', 'baseline_label', 'bench_audit', 'bench_population']
@@ -254,7 +254,8 @@ def bench_population(dataset: str = "adult",
     t = time.perf_counter(); pool = (plan_release if release else plan_population)(pm, n_in, rng=seed_child(seed_root(0), 6)); t_plan = time.perf_counter() - t
     M = pool.n_datasets
     held = np.diff(pool.ptr)  # datasets holding each copy group
-    n_pairs = int((2 * (np.minimum(held, M - held) if release else held))[pool.group].sum())
+    games = np.unique(pool.group)  # the audit's default (copies="share"): exact copies play one game, scored once
+    n_pairs = int((2 * (np.minimum(held, M - held) if release else held))[games].sum())
     S = min(slice_datasets, 60 if release else slice_datasets, M)  # release: datasets of N/2 records; 60 time the stages well enough
     with tempfile.TemporaryDirectory() as d:
         generate_datasets(pm, pool.specs[:2], pm.encoded.take([0]), jobs=jobs, verbose=False)  # workers and kernels warm
@@ -278,6 +279,14 @@ def bench_population(dataset: str = "adult",
     import numba
     T = numba.get_num_threads() if jobs in (None, -1) else max(1, min(jobs, numba.get_num_threads()))
     pair_rate = float(np.diff(st.offsets)[pd_].sum()) * len(schema) / (t_pair * len(pd_)) / T  # pair-attributes per second per core
+    loop = None
+    if len(schema.cont_idx) == 0 and plan.n_genlra == 0:  # a categorical table: the counting path beside the row loop it replaced, same pairs
+        ev = lambda counting: pair_features(st, pm.encoded.take(recs), pd_, pt, schema, plan, n_jobs=jobs, groundhog=gh, counting=counting)
+        ev(False)[:1]  # compiled
+        t = time.perf_counter(); Xc = ev(True); t_count = time.perf_counter() - t
+        t = time.perf_counter(); Xl = ev(False); t_loop = time.perf_counter() - t
+        loop = dict(counting_us=t_count / len(pd_) * 1e6, loop_us=t_loop / len(pd_) * 1e6, ratio=t_loop / t_count,
+                    same=bool(np.array_equal(Xc, Xl)), max_abs_diff=float(np.abs(Xc.astype(np.float64) - Xl).max()))
     fit = 2 * n_in  # the datasets a record's classifiers really see: a slice of fewer is repeated up to it (the cost is in the rows, not their values)
     y = (g.random(fit) < 0.5).astype(np.int64)
     t = time.perf_counter()
@@ -287,18 +296,22 @@ def bench_population(dataset: str = "adult",
             score_record(np.resize(Xk, (fit, Xk.shape[1])), y, plan, rng=k, rarest=-1 if rare is None else int(rare[recs[k]]))
     t_rec = (time.perf_counter() - t) / R  # one thread; the audit runs `jobs` records at once
     workers = max(1, jobs or 1) if jobs != -1 else __import__("os").cpu_count()
-    est = dict(plan=t_plan, generation=t_gen * M, signals=t_sig * M, features=t_pair * n_pairs, classifiers=t_rec * N / workers)
+    est = dict(plan=t_plan, generation=t_gen * M, signals=t_sig * M, features=t_pair * n_pairs, classifiers=t_rec * len(games) / workers)
     total = sum(est.values())
     mem = M * dataset_size * (len(schema.cat_idx) * np.dtype(_code_dtype(schema)).itemsize + 8 * len(schema.cont_idx) + 8)
     shape = (f"release pool of {M:,} datasets, each trained on a random half of the data and as large (about {dataset_size:,}); every record "
              f"scored on at least {n_in:,} IN and as many OUT" if release else f"pool of {M:,} datasets of {dataset_size:,} ({n_in:,} blocks")
-    say(f"\n{dataset}: {N:,} records, {shape}; {n_pairs:,} (record, dataset) pairs), "
+    say(f"\n{dataset}: {N:,} records ({len(games):,} distinct: copies share one game), {shape}; {n_pairs:,} (record, dataset) pairs), "
         f"{generator}, {plan.n_features} features")
     say(f"slice: {S:,} datasets generated ({t_gen * 1e3:.1f} ms each, {jobs or 'all'} workers), {R} records x {per:,} datasets "
         f"({t_pair * 1e6:.1f} us per pair, numba threads {jobs or 'all'}), classifiers {t_rec * 1e3:.0f} ms per record ({fit:,} datasets) on one thread")
     say(f"extrapolated: plan {est['plan']:.0f} s, generation {est['generation'] / 60:.1f} min, dataset signals {est['signals'] / 60:.1f} min, features {est['features'] / 60:.1f} min, "
         f"classifiers {est['classifiers'] / 60:.1f} min ({workers} threads); total {total / 60:.1f} min")
     say(f"memory: the stacked pool {mem / 2**30:.2f} GB; cache on disk {disk * M / 2**30:.2f} GB ({disk / 1024:.0f} KB per dataset)")
+    if loop is not None:
+        say(baseline_line("our own code", "the pair kernel's row loop (`counting=False`), on the same pairs"))
+        say(f"categorical table: pair kernel {loop['counting_us']:.1f} us per pair counting rows per mismatch count, the row loop "
+            f"{loop['loop_us']:.1f} us: {loop['ratio']:.2f}x; features {'bit-identical' if loop['same'] else 'differ by at most %.1e' % loop['max_abs_diff']}")
     if release:  # the yardstick of issue 38: the V_k engine on the same table, same run
         from achilles.neighbours import nearest
         nearest(df.iloc[:200], df.iloc[:200], 5, "cosine", schema=schema, exclude_self=True)
@@ -306,7 +319,7 @@ def bench_population(dataset: str = "adult",
         vk_rate = N * (N - 1) * len(schema) / t_vk / numba.get_num_threads()
         say(f"pair features: {pair_rate:.2e} pair-attributes per second per core; the V_k engine on the same table (k = 5, cosine): "
             f"{vk_rate:.2e} ({t_vk:.2f} s): the pair features run at {pair_rate / vk_rate:.1%} of it (issue 38's target: >= 10 %)")
-        return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, pair_rate=pair_rate, vk_rate=vk_rate,
+        return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, pair_rate=pair_rate, vk_rate=vk_rate, categorical=loop, n_games=len(games),
                     engine_share=pair_rate / vk_rate)
     tm = ThreatModel(df, schema, generator, dataset_size=dataset_size, n_aux=min(10_000, N // 2), n_test_pool=min(5_000, N // 4),
                      n_shadow=n_shadow, n_test=n_test)
@@ -317,4 +330,5 @@ def bench_population(dataset: str = "adult",
     say(f"\nbaseline (our own earlier code, the paper's protocol): the per-record game, {n_shadow:,} + {n_test} datasets, all queries + "
         f"random forest, one record measured whole: {t_game:.1f} s; {N:,} records: {t_game * N / 86400:.1f} days")
     say(f"ratio: {t_game * N / total:.0f}x")
-    return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, game_per_record=t_game, ratio=t_game * N / total)
+    return dict(estimate=est, total=total, memory=mem, disk=disk * M, n_pairs=n_pairs, game_per_record=t_game, ratio=t_game * N / total,
+                categorical=loop, n_games=len(games))

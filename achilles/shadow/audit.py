@@ -72,6 +72,11 @@ class PoolModel:
     def fingerprint(self) -> str: return population_fingerprint(self.schema, self.encoded)  # the game's: the same Ω, the same cache keys
 
     @cached_property
+    def value_groups(self) -> np.ndarray:  # each record's exact-copy group (`_value_groups`): one sort of Ω's rows per audit, read-only
+        g = _value_groups(self.encoded); g.flags.writeable = False
+        return g
+
+    @cached_property
     def generator_version(self) -> str:  # as the game's; an object of your own has its fingerprint in its token
         return "" if self.generator_object is not None else generator_version(self.generator, self.schema, self.generator_params)
 
@@ -350,7 +355,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
 
 def _copies(pm: PoolModel) -> np.ndarray:
     "How many records of Ω (itself included) hold each record's exact values."
-    group = _value_groups(pm.encoded)
+    group = pm.value_groups
     return np.bincount(group)[group]
 
 def holding_probability(c,  # copies (an array): records with identical values
@@ -415,7 +420,7 @@ def _copy_reps(pm: PoolModel, targets: np.ndarray) -> np.ndarray:
     """Each target's representative (`targets` sorted ascending): the lowest-numbered target with the same encoded values. Exact copies
     have the same features on every dataset and the same IN datasets in every design (a dataset holding a copy holds the record), so
     they play one membership game; its figures are those of the representative's draws."""
-    g = _value_groups(pm.encoded)[targets]
+    g = pm.value_groups[targets]
     _, first, inv = np.unique(g, return_index=True, return_inverse=True)
     return targets[first][inv.ravel()]
 
@@ -584,7 +589,7 @@ def plan_population(pm: PoolModel, n_in: int = 1000, rng=None) -> PopulationPool
             fill = np.random.default_rng(seed_child(seed_child(root, 1), b)).choice(perm[:full * D], D - len(left), replace=False)
             rows[b * per + full] = np.concatenate([left, fill])
     rows.sort(axis=1)
-    group = _value_groups(pm.encoded)
+    group = pm.value_groups
     g_of = group[rows]  # (M, D)
     order = np.argsort(g_of.ravel(), kind="stable")
     idx = (order // D).astype(np.int32)
@@ -840,7 +845,7 @@ def plan_release(pm: PoolModel, n_in: int = 1000, rng=None) -> ReleasePool:
     if N < 10: raise ValueError(f"the data has {N} records; the release design trains on random halves of it and needs at least 10")
     M = release_datasets(n_in)
     root = seed_root(rng)
-    group = _value_groups(pm.encoded)
+    group = pm.value_groups
     G = int(group.max()) + 1
     keep = np.random.default_rng(seed_child(root, 0)).random((M, G)) < 0.5  # dataset j holds copy group g
     empty = np.flatnonzero(~keep.any(1))
@@ -932,7 +937,7 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
     root = seed_root(rng)
     plan = audit_plan(schema, attacks, order, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
     targets = _targets(records, pm.population, rng)
-    group = _value_groups(pm.encoded)
+    group = pm.value_groups
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=pm.generator, generator_params=pm.generator_params,
                   design="loo", n_seeds=n_seeds, release_size=size, attacks=list(attacks), order=order, n_features=plan.n_features,

@@ -17,7 +17,7 @@ from ..core.results import (FPR_LEVELS, _wald_low, auc_interval, auc_p_value, cl
                                  gdp_mu_lower)
 from ..core.rng import check_rng, seed_child
 from ..core.runtime import limit_threads, scratch
-from ..core.validate import check_int
+from ..core.validate import check_bool, check_int
 from .set_features import classifier_scores, groundhog_features, reference_mass
 
 # %% auto #0
@@ -370,7 +370,7 @@ def _from_mismatches(mis, n, C, g, c5, hist, chist, dens, n_radii, n_copy, n_bw,
 
 @njit(cache=True)
 def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw,
-              h_max, n_glr, o):
+              h_max, n_glr, counting, o):
     "Features of one target (tc, tx) against the synthetic rows a:a+n of the stacked pool, written into `o` (the kernel's columns)."
     C = cat.shape[0]; D = cont.shape[0]; F = C + D
     W = (n + 63) // 64
@@ -401,7 +401,7 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
     chist = np.zeros(n_copy + 1, np.int64)
     dens = np.zeros(n_bw); glr = np.zeros(n_glr)
     inv_h2 = 1.0 / (h_max * h_max)
-    if D == 0 and n_glr == 0:  # categorical only: a row's distances are m / F for its m mismatches, so the rows at each m answer at once
+    if counting and D == 0 and n_glr == 0:  # categorical only: a row's distances are m / F for its m mismatches, so the rows at each m answer at once
         _from_mismatches(mis, n, C, g, c5, hist, chist, dens, n_radii, n_copy, n_bw, inv_h2)
     else:
         tn = math.sqrt(tnn)
@@ -443,22 +443,22 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
 
 @njit(cache=True)
 def _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                k_cos, n_radii, n_bw, h_max, n_glr, out, lo, hi):
+                k_cos, n_radii, n_bw, h_max, n_glr, counting, out, lo, hi):
     "Pairs lo:hi, one after the other (a thread's share)."
     for j in range(lo, hi):
         d = pair_d[j]; t = pair_t[j]
         _one_pair(cat, cont, norm, refmass, offsets[d], offsets[d + 1] - offsets[d], tcat[t], tcont[t], cat_pos, cont_pos, tol,
-                  subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw, h_max, n_glr, out[j])
+                  subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw, h_max, n_glr, counting, out[j])
 
 @njit(parallel=True, cache=True, nogil=True)
 def _pair_features(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                   k_cos, n_radii, n_bw, h_max, n_glr, out):
+                   k_cos, n_radii, n_bw, h_max, n_glr, counting, out):
     "out[j] = features of target pair_t[j] against synthetic dataset pair_d[j]; the pairs in 256 equal runs, one run per task (the GIL released)."
     n = pair_d.shape[0]
     runs = min(n, 256)
     for c in prange(runs):  # a serial loop per run: a prange per pair costs half again as much per pair
         _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                    k_cos, n_radii, n_bw, h_max, n_glr, out, c * n // runs, (c + 1) * n // runs)
+                    k_cos, n_radii, n_bw, h_max, n_glr, counting, out, c * n // runs, (c + 1) * n // runs)
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #2775055c
 def _kernel_subsets(plan: FeaturePlan, schema: Schema) -> np.ndarray:
@@ -494,6 +494,7 @@ def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
                   groundhog: np.ndarray | None = None,  # (n_datasets, plan.n_groundhog) dataset-level features (`groundhog_features`)
                   classifier: np.ndarray | None = None,  # (pairs, plan.n_classifier) the forest's score of each pair (`classifier_scores`)
                   out: np.ndarray | None = None,  # a float32 C-contiguous (pairs, plan.n_features) array to fill (reused memory: `scratch`)
+                  counting: bool = True,  # a categorical table's distances by counting rows per mismatch count (False: the row loop, `bench`'s baseline)
                   ) -> np.ndarray:
     "Raw features (float32, one row per pair, `plan.names` columns): counts, copies, distances, radii counts, log densities, Gen-LRA ratios, then the dataset-level ones."
     pair_d = np.ascontiguousarray(pair_d, dtype=np.int64); pair_t = np.ascontiguousarray(pair_t, dtype=np.int64)
@@ -529,7 +530,7 @@ def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
         _pair_features(pool.cat, pool.cont, pool.norm, refmass, pool.offsets, pair_d, pair_t,
                        np.ascontiguousarray(targets.cat, dtype=np.int32), np.ascontiguousarray(targets.cont, dtype=np.float64),
                        schema.cat_idx.astype(np.int64), schema.cont_idx.astype(np.int64), tol, subsets, qlen, fresh,
-                       plan.n_copy, plan.k_gower, plan.k_cos, plan.n_radii, plan.n_bandwidths, float(plan.h_max), plan.n_genlra, out)
+                       plan.n_copy, plan.k_gower, plan.k_cos, plan.n_radii, plan.n_bandwidths, float(plan.h_max), plan.n_genlra, check_bool("counting", counting), out)
     k = plan.n_kernel
     if plan.n_groundhog: out[:, k:k + plan.n_groundhog] = groundhog[pair_d]
     if plan.n_classifier: out[:, k + plan.n_groundhog:] = classifier
