@@ -698,6 +698,21 @@ def test_log1p_of_counts_by_table_gives_numpys_bits_and_falls_back_otherwise():
     G = X.copy(); _log1p_counts(G, 5, 5); np.testing.assert_array_equal(G, X)  # an empty block changes nothing
 
 
+def test_small_counts_says_which_blocks_the_table_holds():
+    "The check before the table: every value of the block a whole number in 0..n-1, not -0.0; any other value anywhere says no."
+    from achilles.shadow.pool_attack import _small_counts
+    g = np.random.default_rng(5)
+    X = g.integers(0, 100, (70, 12)).astype(np.float32)
+    X[0, 3], X[69, 11], X[5, 5] = 0.0, 99.0, 0.0
+    assert _small_counts(X, 0, 12, 100) and _small_counts(X, 2, 7, 100) and _small_counts(X, 4, 4, 1)  # an empty block: yes
+    for bad in (100.0, -1.0, 0.5, 99.5, np.nan, np.inf, -np.inf, -0.0):
+        for i, j in ((0, 0), (69, 11), (33, 6)):
+            Y = X.copy(); Y[i, j] = bad
+            assert not _small_counts(Y, 0, 12, 100), (bad, i, j)
+            assert _small_counts(Y, 0, j, 100) if j else True  # outside the block it is not read
+    assert _small_counts(X.astype(np.float64), 0, 12, 100) and not _small_counts(X, 0, 12, 99)  # n bounds the values
+
+
 @pytest.mark.parametrize("n_genlra", [1, 2])
 def test_a_categorical_table_with_gen_lra_keeps_the_record_loop(adult, n_genlra):
     "Gen-LRA reads each synthetic record's reference mass, so a categorical table with it cannot take the counting path: its ratios equal their definition."
