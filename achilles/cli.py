@@ -443,7 +443,7 @@ def cmd_audit(args) -> int:
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
     release = _release_file(args, df, schema) if args.release_file else None
     rows = audit(_by_name(args, df), generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
-                 max_in=args.max_in, copies=args.copies, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
+                 max_in=args.max_in, copies=args.copies, focal=args.focal, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,
                  null_fits="auto" if args.null_fits is None else args.null_fits, name=name, store=store,
@@ -876,6 +876,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--copies", choices=("share", "each"), default="share", help="audited records with identical values (exact copies) play one "
                     "membership game: share (default) scores it once, with the lowest-numbered copy's draws, and gives every copy that row "
                     "(column scored_as); each scores every copy on its own draws (c times the cost for c copies)")
+    au.add_argument("--focal", choices=("auto", "none"), default="auto", help="auto (default): also count the marginals the generator "
+                    "measures (BayNet and PrivBayes say which, on 5 training sets like the pool's) where they are larger than --order; "
+                    "none: the low-order queries only (the attacker without them)")
     au.add_argument("--dataset-size", type=_COUNT, default=1000, help="records per training and synthetic dataset (default 1,000)")
     au.add_argument("--release-size", type=_COUNT, default=None, help="release: records of each synthetic dataset (default: the --release file's rows, else as many as each was trained on)")
     au.add_argument("--release", dest="release_file", default=None, metavar="CSV",

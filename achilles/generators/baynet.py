@@ -351,6 +351,15 @@ def network(self: BayNet) -> pd.DataFrame:
     return pd.DataFrame({"attribute": [names[a] for a in self.order_],
                          "parents": [", ".join(names[p] for p in self.parents_[a]) for a in self.order_]})
 
+@patch
+def focal_subsets(self: BayNet) -> list:
+    """The marginals the fit measured, as sorted tuples of schema positions: each attribute with its parents, from the (degree + 1)-th
+    in sampling order on (the first attributes' joint is inside that one). MAMA-MIA's "focal points" (Golob et al., arXiv 2410.05506):
+    what a marginal-based generator reproduces most faithfully, and so what a membership attack should count."""
+    self._check_fitted()
+    k = min(self.degree, len(self.order_) - 1)
+    return sorted({tuple(sorted(self.parents_[a] + (int(a),))) for a in self.order_[k:]}, key=lambda c: (len(c), c))
+
 # %% ../../nbs/20_generators/21_baynet.ipynb #efbdc4e4
 def mi_sensitivity(n: int,  # number of records (public in the bounded, swap-one-record setting)
                    binary: bool,  # whether the attribute or its parent set has a domain of 2 values

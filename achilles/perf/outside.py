@@ -79,12 +79,13 @@ def _gap_interval(y, ours, theirs, reps: int = 1000, seed: int = 0) -> tuple:
 def _our_pool_scores(df, schema, generator, params, targets, M, rng, jobs, cache_dir, reference=1000) -> dict:
     "The default audit's Bernoulli pool, features and stack, step by step as `audit` runs them, keeping each record's out-of-fold scores."
     from achilles.core.rng import seed_child, seed_root
-    from achilles.shadow.audit import (PoolModel, plan_pool, audit_plan, score_record, _dataset_signals, _pair_block, _rarest_columns)
+    from achilles.shadow.audit import (PoolModel, plan_pool, audit_plan, score_record, _dataset_signals, _pair_block, _plan_focal, _rarest_columns)
     from achilles.shadow.game import generate_datasets
     from achilles.shadow.pool_attack import DEFAULT_ATTACKS, exact_tolerance, record_folds, stack_pool
     root = seed_root(rng)
     pm = PoolModel(df, schema, generator, params, 1000, "adult")
-    plan = audit_plan(schema, DEFAULT_ATTACKS, "auto", 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    plan = audit_plan(schema, DEFAULT_ATTACKS, "auto", 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded),
+                      focal=_plan_focal("auto", pm, DEFAULT_ATTACKS, "auto", root))  # as `audit`'s default (none to add for BayNet's degree 1)
     pool = plan_pool(pm, targets, M, rng=seed_child(root, 1))
     data, _ = generate_datasets(pm, pool.specs, pm.encoded.take([0]), jobs=jobs, cache=cache_dir, verbose=False)
     st = stack_pool(data)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #f56252b9
 from __future__ import annotations
-import dataclasses, hashlib, json, math, os, time, warnings
+import copy, dataclasses, hashlib, json, math, os, time, warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
@@ -26,14 +26,14 @@ from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
 from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPool, check_attacks, exact_tolerance,
-                                         stack_pool, audit_plan, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
+                                         stack_pool, audit_plan, query_order, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
 from .pool_store import open_pool, release_pages, save_pool
 
 # %% auto #0
-__all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'COPIES', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel', 'AuditPool',
-           'plan_pool', 'selector_table', 'PoolWarning', 'audit', 'holding_probability', 'PopulationPool',
-           'plan_population', 'population_stack', 'release_datasets', 'ReleasePool', 'plan_release', 'release_summary',
-           'loo_audit']
+__all__ = ['DESIGNS', 'SCORING', 'INTERVALS', 'COPIES', 'FOCAL_FITS', 'CHOSEN_SHARE', 'CHUNK_BYTES', 'NULL_RECORDS', 'PoolModel',
+           'AuditPool', 'plan_pool', 'selector_table', 'focal_subsets', 'PoolWarning', 'audit', 'holding_probability',
+           'PopulationPool', 'plan_population', 'population_stack', 'release_datasets', 'ReleasePool', 'plan_release',
+           'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -175,6 +175,49 @@ DESIGNS = ("auto", "bernoulli", "population", "release")
 SCORING = ("threads", "tasks")  # where a population audit's features and models run (`audit`'s `scoring`)
 INTERVALS = ("certificate", "calibrated")  # where the AUC's interval, p-value and q-value come from (`audit`'s `interval`)
 COPIES = ("share", "each")  # exact copies among the audited records: one game scored once, or each copy on its own draws (`audit`'s `copies`)
+FOCAL_FITS = 5  # fits of the generator whose measured marginals `audit(focal="auto")` queries
+
+def _focal_names(focal, schema: Schema):
+    "`audit`'s `focal`: 'auto', 'none', or subsets of column names, as positions (a clear error for an unknown column)."
+    if isinstance(focal, str):
+        check_choice("focal", focal, ("auto", "none"))
+        return focal
+    try: subsets = [tuple(c) if not isinstance(c, str) else (c,) for c in focal]
+    except TypeError: raise TypeError(f"focal={focal!r} must be 'auto', 'none' or a list of column-name tuples") from None
+    out = []
+    for c in subsets:
+        bad = [n for n in c if n not in schema.names]
+        if bad: raise ValueError(f"focal: {c!r} names column(s) {bad} the data does not have; its columns are {schema.names[:20]}")
+        out.append(tuple(sorted(schema.names.index(n) for n in c)))
+    return out
+
+def focal_subsets(pm: PoolModel,  # the pool: its population, generator and training-set size
+                  rng=None,  # seeds the fits and their training sets
+                  fits: int = FOCAL_FITS,
+                  ) -> list:
+    """The marginals the generator measures (its `focal_subsets`, as BayNet and PrivBayes have) on `fits` training sets drawn like the
+    pool's, pooled: sorted tuples of schema positions. Empty for a generator that does not say (the external adapters, SynthPop).
+    Label-free: the fits see random subsets of the population, never an audited record's membership."""
+    if pm.generator_object is not None: proto = pm.generator_object
+    else:
+        from achilles.generators import make_generator
+        proto = make_generator(pm.generator, pm.schema, **pm.generator_params)
+    if not callable(getattr(proto, "focal_subsets", None)): return []
+    root = seed_root(rng); out = set()
+    size = min(pm.dataset_size, len(pm.population))
+    for f in range(check_int("fits", fits, lo=1)):
+        rows = np.sort(np.random.default_rng(seed_child(root, 2 * f)).choice(len(pm.population), size, replace=False))
+        g = copy.deepcopy(proto)  # unfitted: each fit starts from the generator as configured
+        g.fit(pm.population.iloc[rows].reset_index(drop=True), rng=np.random.default_rng(seed_child(root, 2 * f + 1)))
+        out |= {tuple(sorted(int(i) for i in c)) for c in g.focal_subsets()}
+    return sorted(out, key=lambda c: (len(c), c))
+
+def _plan_focal(focal, pm: PoolModel, attacks, order, root) -> list:
+    "`audit`'s and `loo_audit`'s focal subsets (`_focal_names` checked them): those larger than the plan's order, which queries the rest."
+    if focal == "none": return []
+    if focal == "auto": focal = focal_subsets(pm, seed_child(root, 13)) if {"query", "exact"} & set(attacks) else []
+    top = query_order(len(pm.schema)) if isinstance(order, str) else int(order)
+    return [c for c in focal if len(c) > top]
 
 class PoolWarning(UserWarning):
     "The pool's training sets are not uniform samples of the data: its AUCs describe another game than the one a release plays."
@@ -221,6 +264,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           attacks=DEFAULT_ATTACKS,  # attack families scored and stacked (`AUDIT_ATTACKS`); the stack is the headline AUC
           order="auto",  # counting queries on every subset of up to `order` attributes ("auto": 3 for up to 20 attributes)
           subsets: int = 0,  # and this many random larger subsets
+          focal="auto",  # the generator's own marginals queried too, where larger than `order`: "auto" (those BayNet / PrivBayes measure on training sets like the pool's, `focal_subsets`), "none", or column-name tuples (e.g. the marginals your AIM or MST run measured)
           classifier: str = "lda",  # "lda" (a likelihood ratio per record), "logistic", or "rf" (the paper's forest)
           stack: bool = True,  # False: no stack, the pooled model is the headline (the attacker before issue 35, for comparisons)
           folds: int = 5,  # cross-fitting folds: every dataset is scored by a model fitted on the others
@@ -269,6 +313,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     root = seed_root(rng)
     reference = check_int("reference", reference, lo=1)
     plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)))  # bad order / subsets fail now
+    focal = _focal_names(focal, schema)
     rel = None
     if release is not None:  # read and encoded before anything is generated: a file that does not fit the data fails now
         rel = _release_table(release, df, schema)
@@ -281,7 +326,9 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
     elif release_size is not None:
         raise ValueError(f"release_size={release_size} sets the synthetic datasets of design='release'; design={design!r} uses dataset_size")
     pm = PoolModel(df, schema, generator, generator_params, dataset_size, label, own_size=design == "release" and release_size is None)
-    plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    focal = _plan_focal(focal, pm, attacks, order, root)
+    plan = audit_plan(schema, attacks, order, subsets, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded),
+                      focal=focal)
     targets = _targets(records, pm.population, rng)
     rep = _copy_reps(pm, targets) if copies == "share" else None  # each target's scored record: itself, or its lowest-numbered audited copy
     if rep is not None and (rep == targets).all(): rep = None  # no two audited records are copies: nothing to share (the rows and run id of "each")
@@ -311,14 +358,15 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
                   n_queries=plan.n_query, n_exact=plan.n_exact, n_features=plan.n_features, subsets=int(subsets),
                   **({"reference": min(reference, len(pm.population))} if plan.n_classifier or plan.n_genlra else {}), classifier=classifier, folds=folds, screen=screen, delta=delta,
                   seed=int(rng), targets=hashlib.sha256(targets.tobytes()).hexdigest()[:16], selectors=list(selectors),
-                  **({} if stack else {"stack": False}), interval=interval, null_fits=null_fits, **({} if rep is None else {"copies": "share"}))
+                  **({} if stack else {"stack": False}), interval=interval, null_fits=null_fits, **({} if rep is None else {"copies": "share"}),
+                  **({"focal": [list(c) for c in focal]} if focal else {}))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("audit", run)} if store is not None else set()
     todo = np.array([t for t in targets if int(t) not in done], dtype=np.int64)
     if verbose:
         print(f"achilles audit | {label} | {pm.generator} | {len(targets)} records ({len(targets) - len(todo)} already audited) | "
               f"{design} pool of {M:,} datasets of {pm.dataset_size} | attacks {'+'.join(attacks)} ({plan.n_features} features, {classifier}, "
-              f"{folds} folds) | seed {rng}", flush=True)
+              f"{folds} folds{f', {len(focal)} of the generator’s own marginals queried' if focal else ''}) | seed {rng}", flush=True)
     times = dict(plan=0.0, generation=0.0, **{"dataset signals": 0.0}, features=0.0, classifiers=0.0)
     extra = dict(reference=reference, stack=bool(stack), null_fits=null_fits, certify=interval == "certificate")
     skipped = np.zeros(0, np.int64)
@@ -910,6 +958,7 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
               schema: Schema | None = None,
               attacks=DEFAULT_ATTACKS,
               order="auto",
+              focal="auto",  # as `audit`'s: the generator's own marginals queried too
               classifier: str = "lda",
               folds: int = 5,
               screen: int = 150,
@@ -930,18 +979,20 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
     n_seeds = check_int("n_seeds", n_seeds, lo=2 * folds)
     n_jobs = check_n_jobs("n_jobs", n_jobs)
     df, schema, label = _audit_table(data, schema, name)
+    focal = _focal_names(focal, schema)
     N = len(df)
     if N < 10: raise ValueError(f"the table has {N} records; the leave-one-out game needs at least 10")
     size = N if release_size is None else check_int("release_size", release_size, lo=2)
     pm = PoolModel(df, schema, generator, generator_params, size, label)
     root = seed_root(rng)
-    plan = audit_plan(schema, attacks, order, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded))
+    focal = _plan_focal(focal, pm, attacks, order, root)
+    plan = audit_plan(schema, attacks, order, 0, np.random.default_rng(seed_child(root, 2)), tol=exact_tolerance(schema, pm.encoded), focal=focal)
     targets = _targets(records, pm.population, rng)
     group = pm.value_groups
     if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__"): store = ResultsStore(store)
     config = dict(dataset=label, population=pm.fingerprint[:16], generator=pm.generator, generator_params=pm.generator_params,
                   design="loo", n_seeds=n_seeds, release_size=size, attacks=list(attacks), order=order, n_features=plan.n_features,
-                  classifier=classifier, folds=folds, screen=screen, seed=int(rng))
+                  classifier=classifier, folds=folds, screen=screen, seed=int(rng), **({"focal": [list(c) for c in focal]} if focal else {}))
     run = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
     done = {int(i) for i in store.items("loo", run)} if store is not None else set()
     todo = [int(t) for t in targets if int(t) not in done]

@@ -198,6 +198,17 @@ def _pad(combos) -> np.ndarray:
     for i, c in enumerate(combos): S[i, :len(c)] = c
     return S
 
+def _check_focal(focal, F: int) -> list:
+    "Focal subsets as sorted tuples of attribute positions, each once, in (size, positions) order; a clear error for anything else."
+    out = set()
+    for c in (focal or ()):
+        try: t = tuple(sorted(int(i) for i in c))
+        except (TypeError, ValueError): raise TypeError(f"focal: {c!r} is not a subset of attribute positions (a tuple of ints)") from None
+        if not t or len(set(t)) != len(t) or t[0] < 0 or t[-1] >= F:
+            raise ValueError(f"focal: {c!r} must name distinct attribute positions in 0..{F - 1}, at least one")
+        out.add(t)
+    return sorted(out, key=lambda c: (len(c), c))
+
 def feature_plan(schema: Schema,  # fixes the attributes
                  order: int | str = "auto",  # counting queries on every subset of 1..order attributes ("auto": `query_order`)
                  subsets: int = 0,  # and this many random larger subsets (more than `order` attributes), seeded by `rng`
@@ -206,12 +217,14 @@ def feature_plan(schema: Schema,  # fixes the attributes
                  tol: np.ndarray | None = None,  # `exact_tolerance` (default: from the schema alone)
                  n_copy: int = 3,  # copy counts: equal on all attributes, all but one, all but two
                  n_genlra: int = 2,  # Gen-LRA at h_max/2 and h_max/4
+                 focal=(),  # subsets the generator measures (attribute positions; `focal_subsets`): those of more than `order` attributes are added
                  ) -> FeaturePlan:
     """The audit's features: all low-order counting queries (plus optional random larger ones) and, for every one that holds a
     continuous attribute, its exact-value twin; copy counts; distances; densities; Gen-LRA; the dataset-level families' widths."""
     from achilles.shadow.set_features import groundhog_width, CLASSIFIER_FEATURES
     attacks = check_attacks(attacks)
     F = len(schema)
+    focal = _check_focal(focal, F)
     cont = set(schema.cont_idx.tolist())
     combos = []
     if QUERY in attacks or EXACT in attacks:
@@ -228,6 +241,8 @@ def feature_plan(schema: Schema,  # fixes the attributes
                 size = int(g.choice(sizes, p=w / w.sum()))
                 seen.add(tuple(sorted(g.choice(F, size, replace=False).tolist())))
             combos += sorted(seen, key=lambda c: (len(c), c))
+        have = set(combos)
+        combos += [c for c in focal if len(c) > order and c not in have]
         if not combos: raise ValueError("order=0 with subsets=0 leaves the query family without a query; raise one of them")
     query = combos if QUERY in attacks else []
     exact = [c for c in combos if cont & set(c)] if EXACT in attacks else []
@@ -1031,9 +1046,10 @@ def audit_plan(schema: Schema,
                subsets: int = 0,  # and this many random larger subsets
                rng=None,
                tol: np.ndarray | None = None,  # `exact_tolerance` of the population (default: from the schema alone)
+               focal=(),  # the generator's own marginals (`focal_subsets`): queried too where larger than `order`
                ) -> FeaturePlan:
     "The feature plan of an audit: only what the asked families read is computed (no counting query without `query`, `exact` or `rarest`)."
-    return feature_plan(schema, order, subsets, rng, attacks=attacks, tol=tol)
+    return feature_plan(schema, order, subsets, rng, attacks=attacks, tol=tol, focal=focal)
 
 def score_record(X: np.ndarray,  # (datasets, features) of one record: raw `pair_features` rows
                  y: np.ndarray,  # 1 = IN
