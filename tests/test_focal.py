@@ -124,3 +124,43 @@ def test_the_command_line_passes_focal(adult, tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     assert cli.main(argv + ["--focal", "maybe"]) == 2
     assert "--focal" in capsys.readouterr().err
+
+
+def test_the_focal_fits_train_on_their_documented_draws(adult, monkeypatch):
+    "Fit f trains on the rows seed_child(root, 2f) draws (distinct, re-indexed 0..n-1) and is seeded by seed_child(root, 2f + 1)."
+    from achilles.core.rng import seed_child, seed_root
+    from achilles.generators.baynet import BayNet
+    df, schema = adult
+    seen, real = [], BayNet.fit
+    def rec(self, d, rng=None):
+        seen.append((d.copy(), rng.bit_generator.state["state"]["state"]))
+        return real(self, d, rng=rng)
+    monkeypatch.setattr(BayNet, "fit", rec)
+    pm = A.PoolModel(df, schema, "baynet", {"degree": 2}, dataset_size=300)
+    A.focal_subsets(pm, 11, fits=3)
+    root = seed_root(11)
+    assert len(seen) == 3
+    for f, (d, state) in enumerate(seen):
+        rows = np.sort(np.random.default_rng(seed_child(root, 2 * f)).choice(len(df), 300, replace=False))
+        pd.testing.assert_frame_equal(d, df.iloc[rows].reset_index(drop=True))
+        assert state == np.random.default_rng(seed_child(root, 2 * f + 1)).bit_generator.state["state"]["state"]
+    assert len({tuple(d.index) for d, _ in seen}) == 1 and len({s for _, s in seen}) == 3
+
+
+def test_which_focal_subsets_a_run_adds(adult, monkeypatch):
+    from achilles.core.rng import seed_child, seed_root
+    df, schema = adult
+    pm = A.PoolModel(df, schema, "baynet", {"degree": 2}, dataset_size=200)
+    assert A._plan_focal("none", pm, ("query",), 1, seed_root(0)) == []
+    run = _audit(df, generator_params={"degree": 2}, order=2)  # rng=2: the audit's focal fits are seeded by seed_child(root, 13)
+    want = [list(c) for c in A.focal_subsets(pm, seed_child(seed_root(2), 13)) if len(c) > 2]
+    assert run.attrs["config"]["focal"] == want
+    none = _audit(df, generator_params={"degree": 2}, order=2, attacks=("distance", "density"))  # no counting query to add them to
+    assert "focal" not in none.attrs["config"]
+    pairs = _audit(df, order=2)  # degree 1 measures pairs: order 2 reads them already
+    assert "focal" not in pairs.attrs["config"]
+    got = []  # the plan's random larger subsets keep their own stream, seed_child(root, 2)
+    real = A.audit_plan
+    monkeypatch.setattr(A, "audit_plan", lambda *a, **k: got.append(a[4].integers(2**62)) or real(*a, **k))
+    _audit(df, order=2, subsets=3, focal="none")
+    assert got[-1] == np.random.default_rng(seed_child(seed_root(2), 2)).integers(2**62)
