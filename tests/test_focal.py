@@ -164,3 +164,10 @@ def test_which_focal_subsets_a_run_adds(adult, monkeypatch):
     monkeypatch.setattr(A, "audit_plan", lambda *a, **k: got.append(a[4].integers(2**62)) or real(*a, **k))
     _audit(df, order=2, subsets=3, focal="none")
     assert got[-1] == np.random.default_rng(seed_child(seed_root(2), 2)).integers(2**62)
+
+
+def test_a_fully_connected_network_measures_one_joint():
+    "degree = columns - 1: the last attribute's parents are all the others, and that one joint holds every other table BayNet keeps."
+    df = load_adult().iloc[:400][["sex", "race", "income", "workclass"]]
+    g = make_generator("baynet", Schema.from_dataframe(df), degree=3).fit(df, rng=0)
+    assert g.focal_subsets() == [(0, 1, 2, 3)]

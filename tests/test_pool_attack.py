@@ -704,11 +704,11 @@ def test_small_counts_says_which_blocks_the_table_holds():
     g = np.random.default_rng(5)
     X = g.integers(0, 100, (70, 12)).astype(np.float32)
     X[0, 3], X[69, 11], X[5, 5] = 0.0, 99.0, 0.0
-    assert _small_counts(X, 0, 12, 100) and _small_counts(X, 2, 7, 100) and _small_counts(X, 4, 4, 1)  # an empty block: yes
+    assert _small_counts(X, 0, 12, 100) is True and _small_counts(X, 2, 7, 100) and _small_counts(X, 4, 4, 1)  # an empty block: yes
     for bad in (100.0, -1.0, 0.5, 99.5, np.nan, np.inf, -np.inf, -0.0):
         for i, j in ((0, 0), (69, 11), (33, 6)):
             Y = X.copy(); Y[i, j] = bad
-            assert not _small_counts(Y, 0, 12, 100), (bad, i, j)
+            assert _small_counts(Y, 0, 12, 100) is False, (bad, i, j)
             assert _small_counts(Y, 0, j, 100) if j else True  # outside the block it is not read
     assert _small_counts(X.astype(np.float64), 0, 12, 100) and not _small_counts(X, 0, 12, 99)  # n bounds the values
 
