@@ -47,6 +47,10 @@ def test_the_plan_adds_only_focal_subsets_larger_than_its_order(adult):
     assert tail == [(0, 1, 5), (2, 3, 4, 7)]  # once each, sorted, in (size, positions) order
     cont = set(schema.cont_idx.tolist())
     assert more.n_exact == base.n_exact + sum(bool(cont & set(c)) for c in tail)  # their exact-value twins where a number is in them
+    rand = feature_plan(schema, order=2, subsets=4, rng=1)  # a focal subset among the random larger ones is queried once
+    drawn = [tuple(int(v) for v in r if v >= 0) for r in rand.subsets[-4:]]
+    again = feature_plan(schema, order=2, subsets=4, rng=1, focal=drawn[:2])
+    assert again.n_query == rand.n_query and np.array_equal(again.subsets, rand.subsets)
     for bad, err in [([(0, 0, 1)], ValueError), ([(0, len(schema))], ValueError), ([(-1, 2)], ValueError), ([()], ValueError),
                      ([("a", 1)], TypeError), ([3], TypeError)]:
         with pytest.raises(err, match="focal"):
