@@ -228,3 +228,17 @@ def test_cli_report_release_design_and_release_file(tmp_path, capsys):
     assert main(["report", "--data", str(csv), "--design", "bernoulli", "--records", "10", "--release", str(rel),
                  "--out", str(tmp_path / "y.html")]) == 2
     assert "needs design='release'" in capsys.readouterr().err
+
+
+def test_the_page_says_when_the_attacker_read_the_generators_own_marginals():
+    "`audit(focal=)` adds the marginals BayNet / PrivBayes measure; the report names them by column, and says nothing when there are none."
+    from achilles.experiments.custodian import _how, _report_focal
+    schema = Schema.from_dataframe(load_adult().iloc[:50])
+    assert _report_focal({"attacks": ["query"]}, schema) == {}
+    cfg = _report_focal({"focal": [[0, 2, 5], [1, 3, 4, 6]]}, schema)
+    assert cfg == {"focal": [[schema.names[0], schema.names[2], schema.names[5]], [schema.names[1], schema.names[3], schema.names[4], schema.names[6]]]}
+    base = dict(attacks=["query", "distance"], folds=5, generator="baynet", design="bernoulli", n_datasets=60, dataset_size=200, dataset="adult",
+                n_population=50, records=10, data_warnings=[], n_control=25, n_train_release=25)
+    plain, with_focal = _how(base), _how(dict(base, **cfg))
+    assert "marginals" not in plain
+    assert "the 2 marginals baynet itself measures" in with_focal and " x ".join(cfg["focal"][0]) in with_focal

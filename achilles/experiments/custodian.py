@@ -277,13 +277,21 @@ def _design_html(c: dict) -> str:
             f"{c['dataset_size']:,} records. This is not your release: risk falls as the training set grows, so a release trained on "
             f"all {c['n_population']:,} records is measured by the release design (the report's default), not by this one.</p>")
 
+def _report_focal(ac: dict, schema: Schema) -> dict:
+    "The audit's focal subsets (`audit(focal=)`), by column name, for the report's config: {} when the attacker added none."
+    return {"focal": [[schema.names[i] for i in s] for s in ac["focal"]]} if ac.get("focal") else {}
+
 def _how(c: dict) -> str:
     return (f"<section id='how'><h2>{SECTIONS[0]}</h2>{_data_warnings(c)}" + _design_html(c) +
             f"<p>An attacker who knows the record then looks at a synthetic dataset and guesses whether the record was in its "
             f"training set. The audit runs the strongest attacker achilles has, which reads these signals:</p><ul>"
             + "".join(f"<li><b>{_esc(f)}</b>: {_esc(AUDIT_ATTACKS.describe().set_index('name').loc[f, 'summary'])}.</li>"
                       for f in c.get("attacks", []))
-            + f"</ul><p>For each record, each signal is turned into a score by a model fitted on that record's own synthetic "
+            + f"</ul>" + (f"<p>The counting queries also read the {len(c['focal'])} marginals {_esc(str(c.get('generator')))} itself "
+                           f"measures (each attribute with its parents, e.g. {_esc(' x '.join(c['focal'][0]))}), which the low-order "
+                           f"queries do not cover: what it reproduces most faithfully is where an attacker looks first.</p>"
+                           if c.get("focal") else "")
+            + f"<p>For each record, each signal is turned into a score by a model fitted on that record's own synthetic "
             f"datasets with and without it (the untrained ones, dcr and rarest, are read as they are), and the scores are weighed "
             f"into one on the same datasets; every dataset is scored by models and weights that never saw it ({c.get('folds', 5)}-fold "
             f"cross-fitting), so a high score is evidence, not an artefact of the fit. Its <b>AUC</b> per record is read as: "
@@ -573,6 +581,7 @@ def custodian_report(df,  # the data: a DataFrame, or a dataset name / CSV path
                   design=pool_kw["design"], records=len(rows), n_datasets=int(ac["n_datasets"]), dataset_size=int(ac["dataset_size"]),
                   **({"n_in": pool_kw["n_in"]} if "n_in" in pool_kw else {}), attacks=list(ac["attacks"]),
                   n_queries=int(ac["n_queries"]), classifier=ac["classifier"], folds=int(ac["folds"]), n_train_release=len(train),
+                  **_report_focal(ac, schema),
                   n_control=len(control), top=top, remedy_top=remedy_top, remedy_records=len(again),
                   remove_mean_change_others=float((after_a[others] - base[others]).mean()) if len(others) else float("nan"),
                   **({"release": {k: v for k, v in release_verdict.items()}} if release_verdict else {}),
