@@ -262,7 +262,7 @@ def audit(data,  # the population Ω: a DataFrame, or a dataset name / CSV path
           generator_params: dict | None = None,
           schema: Schema | None = None,
           attacks=DEFAULT_ATTACKS,  # attack families scored and stacked (`AUDIT_ATTACKS`); the stack is the headline AUC
-          order="auto",  # counting queries on every subset of up to `order` attributes ("auto": 3 for up to 20 attributes)
+          order="auto",  # counting queries on every subset of up to `order` attributes ("auto": as many as 1,500 queries allow: 3 for 15-20 attributes, 2 from 21)
           subsets: int = 0,  # and this many random larger subsets
           focal="auto",  # the generator's own marginals queried too, where larger than `order`: "auto" (those BayNet / PrivBayes measure on training sets like the pool's, `focal_subsets`), "none", or column-name tuples (e.g. the marginals your AIM or MST run measured)
           classifier: str = "lda",  # "lda" (a likelihood ratio per record), "logistic", or "rf" (the paper's forest)
