@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from achilles.core.data import Encoded, Schema, encode, load_adult
-from achilles.shadow.pool_attack import (COMBINED, crossfit_record, feature_plan, membership_row, pair_features,
+from achilles.shadow.pool_attack import (COMBINED, DENSITY, crossfit_record, feature_plan, membership_row, pair_features,
                                          stack_pool, tpr_at_fpr_exact)
 
 
@@ -766,3 +766,58 @@ def test_log1p_of_counts_checks_every_value_before_it_looks_one_up():
         with np.errstate(invalid="ignore"):
             _log1p_counts(A, 0, 3); np.testing.assert_array_equal(A, np.log1p(B))
     E = np.full((3, 3), 5.0); _log1p_counts(E, 0, 3); np.testing.assert_array_equal(E, np.log1p(np.full((3, 3), 5.0)))  # float64: numpy's, in float64
+
+
+def _row_order_densities(syn: Encoded, tc, tx, schema: Schema, plan) -> np.ndarray:
+    "The kernel's own density terms summed one record after the other in float64 (`math.exp` once, squared per halving): its bits."
+    F, D = len(schema), syn.cont.shape[1]
+    mis = (syn.cat != tc).sum(1).astype(np.float64)
+    gsum = np.zeros(syn.n)
+    for f in range(D): gsum += np.abs(syn.cont[:, f] - tx[f])  # column by column, as the kernel adds them
+    gd = (mis + gsum) / F
+    inv_h2 = 1.0 / (plan.h_max * plan.h_max)
+    dens = np.zeros(plan.n_bandwidths)
+    for v in gd:
+        e = math.exp(-v * v * inv_h2)
+        for m in range(plan.n_bandwidths):
+            dens[m] += e; e = e * e; e = e * e
+    return np.log(dens / max(syn.n, 1) + 1e-300).astype(np.float32)
+
+
+@pytest.mark.parametrize("n_bw", [1, 2, 3, 4, 5])
+def test_the_densities_are_the_row_order_sums_bit_for_bit_at_every_number_of_bandwidths(adult, n_bw):
+    # four or fewer bandwidths (the default) are summed in registers, more in an array: both in row order, so the same bits
+    import dataclasses
+    df, schema = adult
+    enc = encode(df, schema)
+    plan = dataclasses.replace(feature_plan(schema, order=1, rng=0, attacks=("distance", "density")), n_bandwidths=n_bw)
+    rng = np.random.default_rng(5)
+    syns = [enc.take(rng.integers(0, len(df), n)) for n in (0, 1, 64, 65, 700)]
+    targets = enc.take([0, 7, 30_000])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    got = pair_features(stack_pool(syns), targets, pd_, pt, schema, plan)
+    lo = int(plan.families()[DENSITY][0])
+    for j in range(len(pd_)):
+        want = _row_order_densities(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
+        np.testing.assert_array_equal(got[j, lo:lo + n_bw], want, err_msg=f"pair {j}")
+
+
+def test_gen_lra_leaves_the_densities_bits_as_they_are(adult):
+    # with Gen-LRA the kernel keeps the array loop; the densities must not notice
+    import dataclasses
+    from achilles.shadow.set_features import reference_mass
+    df, schema = adult
+    enc = encode(df, schema)
+    rng = np.random.default_rng(6)
+    syns = [enc.take(rng.integers(0, len(df), n)) for n in (3, 200, 513)]
+    pool = stack_pool(syns)
+    base = feature_plan(schema, order=1, rng=0, attacks=("distance", "density"))
+    plan = dataclasses.replace(base, n_genlra=2)
+    pool = dataclasses.replace(pool, refmass=reference_mass(pool, enc.take(np.arange(300)), schema, [base.h_max / 2, base.h_max / 4]))
+    targets = enc.take([1, 2, 44_000])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    idx = plan.families()[DENSITY]; lo, hi = int(idx[0]), int(idx[-1]) + 1
+    with_g = pair_features(pool, targets, pd_, pt, schema, plan)
+    without = pair_features(pool, targets, pd_, pt, schema, base)
+    np.testing.assert_array_equal(with_g[:, lo:hi], without[:, lo:hi])
+    np.testing.assert_array_equal(with_g[:, :lo], without[:, :lo])

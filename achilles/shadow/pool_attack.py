@@ -391,13 +391,13 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
     W = (n + 63) // 64
     bits = np.empty((F + D, W), np.uint64)  # rows 0..F-1: the match (`==` / `<=`) of each schema position; F + f: continuous f `==`
     f1 = np.zeros(64 * W, np.uint8); f2 = np.zeros(64 * W, np.uint8)  # one column's flags, a byte per row (zero past n), then packed
-    mis = np.zeros(n); neq = np.zeros(n); gsum = np.zeros(n); dot = np.zeros(n)
+    mis = np.zeros(n, np.int32); neq = np.zeros(n, np.int32); gsum = np.zeros(n); dot = np.zeros(n)  # mismatches in 32-bit lanes, 8 to a vector
     for f in range(C):  # one pass per column: flags and mismatch counts in a loop the compiler vectorises, then the bits
         tv = tc[f]; row = cat[f, a:a + n]
         for i in range(n):
             e = row[i] == tv
             f1[i] = e
-            mis[i] += 1.0 - e
+            mis[i] += np.int32(1) - np.int32(e)
         _pack(f1, W, bits[cat_pos[f]])
     tnn = 0.0
     for f in range(D):
@@ -409,7 +409,7 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
             e = dx < tl
             f1[i] = (x <= tv) & (x >= lo)
             f2[i] = e
-            gsum[i] += dx; dot[i] += x * tv; neq[i] += 1.0 - e
+            gsum[i] += dx; dot[i] += x * tv; neq[i] += np.int32(1) - np.int32(e)
         _pack(f1, W, bits[cont_pos[f]]); _pack(f2, W, bits[F + f])
     g = np.ones(k_gower); c5 = np.ones(k_cos)
     hist = np.zeros(n_radii + 1, np.int64)
@@ -427,16 +427,33 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
             else: cs = min(dot[i] / (tn * sn), 1.0)
             gd[i] = (mis[i] + gsum[i]) / F
             ed[i] = min(max((mis[i] + D - D * cs) / F, 0.0), 1.0) if D > 0 else min(mis[i] / F, 1.0)
+        top = n_radii - 1.0; cmax = n_copy - 0.5  # the last bins hold everything further away and are never read: only the few rows before them are counted
         for i in range(n):
             _insert_smallest(g, gd[i]); _insert_smallest(c5, ed[i])
-            hist[min(int(math.ceil(gd[i] * 2 * F - 1e-9)), n_radii)] += 1
-            chist[min(int(mis[i] + neq[i] + 0.5), n_copy)] += 1
-        for i in range(n):
-            e = math.exp(-gd[i] * gd[i] * inv_h2)
-            for m in range(n_bw):
-                dens[m] += e
-                if 0 < m <= n_glr: glr[m - 1] += _log1p_small(e / max(refmass[m - 1, a + i], 1e-300))
-                e = e * e; e = e * e  # halving the bandwidth raises the kernel to the 4th power
+            y = gd[i] * 2 * F - 1e-9
+            if y <= top: hist[int(math.ceil(y))] += 1
+            cm = mis[i] + neq[i]
+            if cm < cmax: chist[cm] += 1
+        if n_bw <= 4 and n_glr == 0:  # the default: four sums held in registers (an array's element goes through memory every row)
+            ex = np.empty(n)
+            for i in range(n): ex[i] = math.exp(-gd[i] * gd[i] * inv_h2)  # apart: a call in the loop below would spill its sums to memory
+            d0 = 0.0; d1 = 0.0; d2 = 0.0; d3 = 0.0
+            for i in range(n):  # each sum in row order, as the loop below: the same bits
+                e = ex[i]; d0 += e
+                e = e * e; e = e * e; d1 += e  # halving the bandwidth raises the kernel to the 4th power
+                e = e * e; e = e * e; d2 += e
+                e = e * e; e = e * e; d3 += e
+            dens[0] = d0
+            if n_bw > 1: dens[1] = d1
+            if n_bw > 2: dens[2] = d2
+            if n_bw > 3: dens[3] = d3
+        else:
+            for i in range(n):
+                e = math.exp(-gd[i] * gd[i] * inv_h2)
+                for m in range(n_bw):
+                    dens[m] += e
+                    if 0 < m <= n_glr: glr[m - 1] += _log1p_small(e / max(refmass[m - 1, a + i], 1e-300))
+                    e = e * e; e = e * e
     q = subsets.shape[0]
     _count_queries(bits, subsets, qlen, fresh, W, o)
     p = q
