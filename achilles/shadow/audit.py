@@ -25,7 +25,7 @@ from ..core.validate import check_int, check_n_jobs, check_choice, check_float, 
 from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
-from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, StackedPool, check_attacks, exact_tolerance,
+from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, EXACT, QUERY, StackedPool, check_attacks, exact_tolerance,
                                          stack_pool, audit_plan, query_order, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
 from .pool_store import open_pool, release_pages, save_pool
 
@@ -215,7 +215,7 @@ def focal_subsets(pm: PoolModel,  # the pool: its population, generator and trai
 def _plan_focal(focal, pm: PoolModel, attacks, order, root) -> list:
     "`audit`'s and `loo_audit`'s focal subsets (`_focal_names` checked them): those larger than the plan's order, which queries the rest."
     if focal == "none": return []
-    if focal == "auto": focal = focal_subsets(pm, seed_child(root, 13)) if {"query", "exact"} & set(attacks) else []
+    if focal == "auto": focal = focal_subsets(pm, seed_child(root, 13)) if {QUERY, EXACT} & set(attacks) else []
     top = query_order(len(pm.schema)) if isinstance(order, str) else int(order)
     return [c for c in focal if len(c) > top]
 
