@@ -821,3 +821,23 @@ def test_gen_lra_leaves_the_densities_bits_as_they_are(adult):
     without = pair_features(pool, targets, pd_, pt, schema, base)
     np.testing.assert_array_equal(with_g[:, lo:hi], without[:, lo:hi])
     np.testing.assert_array_equal(with_g[:, :lo], without[:, :lo])
+
+
+def test_eq5_follows_the_zero_vector_convention_against_the_reference():
+    # a record whose continuous values are all at their minimum is the zero vector after scaling: its cosine to another zero vector
+    # is 1, to anything else 0 (`achilles.distance`'s convention); Adult's records almost never are, so this table has many
+    import pandas as pd
+    g = np.random.default_rng(11)
+    x = g.integers(1, 6, (300, 2)); x[g.random(300) < 0.3] = 0; x[0] = 0; x[1] = [5, 5]
+    df = pd.DataFrame({"c": g.choice(list("abc"), 300), "x1": x[:, 0].astype(float), "x2": x[:, 1].astype(float)})
+    schema = Schema.from_dataframe(df)
+    enc = encode(df, schema)
+    if not (np.abs(enc.cont[0]).sum() == 0 and (np.abs(enc.cont).sum(1) == 0).sum() > 20): pytest.skip("the scaling does not map the minimum to 0")
+    plan = feature_plan(schema, order=2, rng=0, attacks=("query", "exact", "copy", "distance", "density"))
+    syns = [enc.take(g.integers(0, 300, n)) for n in (1, 40, 130)] + [enc.take(np.flatnonzero(np.abs(enc.cont).sum(1) == 0)[:5])]
+    targets = enc.take([0, 1, 2])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    got = pair_features(stack_pool(syns), targets, pd_, pt, schema, plan)
+    for j in range(len(pd_)):
+        ref = reference(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
+        np.testing.assert_allclose(got[j], ref, rtol=2e-6, atol=2e-6, err_msg=f"pair {j}")
