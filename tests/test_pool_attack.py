@@ -639,6 +639,10 @@ def test_the_pair_kernel_stays_inside_its_arrays():
         g = np.random.default_rng(0)
         pool = stack_pool([enc.take(g.integers(0, 300, n)) for n in (63, 64, 65, 1)])
         X = pair_features(pool, enc.take([0, 1]), np.repeat(np.arange(4), 2), np.tile(np.arange(2), 4), schema, plan, n_jobs=1)
+        import dataclasses
+        for nb in (1, 2, 3, 5):  # fewer bandwidths than the registers' four, and more (the array loop)
+            Xb = pair_features(pool, enc.take([0, 1]), np.repeat(np.arange(4), 2), np.tile(np.arange(2), 4), schema,
+                               dataclasses.replace(plan, n_bandwidths=nb), n_jobs=1)
         print("ok", np.isfinite(X).all())
     ''')
     with tempfile.TemporaryDirectory() as cache:
@@ -841,3 +845,48 @@ def test_eq5_follows_the_zero_vector_convention_against_the_reference():
     for j in range(len(pd_)):
         ref = reference(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
         np.testing.assert_allclose(got[j], ref, rtol=2e-6, atol=2e-6, err_msg=f"pair {j}")
+
+
+def test_distances_and_densities_with_missing_numbers_equal_the_reference(adult):
+    # a missing number is scaled to -1, so a cosine can be negative and Eq. 5's (mis + D - D cos) / F exceed 1; the kernel clips it
+    # at 1, and a kept distance is never above 1 anyway (the k smallest start as ones: a missing neighbour counts as 1)
+    df, _ = adult
+    d = df[["workclass", "sex", "age", "hours-per-week", "capital-gain"]].copy()
+    g = np.random.default_rng(12)
+    for c in ("age", "hours-per-week", "capital-gain"): d.loc[g.random(len(d)) < 0.3, c] = np.nan
+    schema = Schema.from_dataframe(d)
+    enc = encode(d, schema)
+    assert (enc.cont < 0).any()  # missing numbers are there, below every present one
+    plan = feature_plan(schema, order=1, rng=0, attacks=("distance", "density"))
+    syns = [enc.take(g.integers(0, 400, n)) for n in (1, 65, 300)]
+    targets = enc.take(np.r_[np.flatnonzero((enc.cont < 0).all(1))[:2], np.flatnonzero((enc.cont >= 0).all(1))[:2]])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    got = pair_features(stack_pool(syns), targets, pd_, pt, schema, plan)
+    for j in range(len(pd_)):
+        ref = reference(syns[pd_[j]], targets.cat[pt[j]], targets.cont[pt[j]], schema, plan)
+        np.testing.assert_allclose(got[j], ref, rtol=2e-6, atol=2e-6, err_msg=f"pair {j}")
+
+
+def test_a_record_exactly_at_the_last_radius_is_counted_and_one_beyond_it_is_not():
+    # the radius counts keep the records whose ceil(d 2F - 1e-9) is below n_radii: one whose d 2F - 1e-9 is exactly n_radii - 1
+    # is inside the last radius, the first one above it is not (the kernel counts in place only the records before the last bin)
+    import dataclasses
+    import pandas as pd
+    from achilles.shadow.pool_attack import StackedPool
+    schema = Schema.from_dataframe(pd.DataFrame({"x": [0.0, 1.0]}))
+    plan = feature_plan(schema, order=1, rng=0, attacks=("distance",))
+    F, top = len(schema), plan.n_radii - 1
+    d = (top + 1e-9) / (2 * F)
+    while d * 2 * F - 1e-9 < top: d = np.nextafter(d, np.inf)
+    while d * 2 * F - 1e-9 > top: d = np.nextafter(d, -np.inf)
+    assert d * 2 * F - 1e-9 == top
+    beyond = d
+    while beyond * 2 * F - 1e-9 <= top: beyond = np.nextafter(beyond, np.inf)  # the first float past the last radius
+    cont = np.array([[d, beyond, 0.0]])
+    pool = StackedPool(np.zeros((0, 3), np.int32), cont, np.abs(cont[0]), np.array([0, 3]))
+    targets = encode(pd.DataFrame({"x": [0.0]}), schema)
+    targets = dataclasses.replace(targets, cont=np.zeros((1, 1)))
+    X = pair_features(pool, targets, np.array([0]), np.array([0]), schema, plan)
+    names = plan.names(schema)
+    within = X[0, [names.index(f"within_{i / 2:g}/F") for i in range(plan.n_radii)]]
+    np.testing.assert_array_equal(within, [1] * top + [2])  # the record at 0 from the first radius on; the one at d from the last
