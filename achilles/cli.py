@@ -893,10 +893,10 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--classifier", default="lda", choices=["lda", "logistic", "rf"],
                     help="per-record model: lda (a likelihood ratio, default), logistic, or rf (the paper's random forest)")
     au.add_argument("--folds", type=_POS, default=5, help="cross-fitting folds (every dataset is scored by a model fitted on the others)")
-    au.add_argument("--scoring", default="threads", choices=["threads", "tasks"],
-                    help="population and release designs: threads (default: features and models in this process) or tasks (the pool "
+    au.add_argument("--scoring", default="auto", choices=["auto", "threads", "tasks"],
+                    help="population and release designs: threads (features and models in this process) or tasks (the pool "
                          "written once beside --cache-dir, chunks of records scored by --jobs worker processes, or by Dask workers when "
-                         "a cluster is configured; the same rows)")
+                         "a cluster is configured; the same rows); auto (default): tasks with --jobs above 1 and 200 records or more")
     au.add_argument("--interval", default="certificate", choices=["certificate", "calibrated"],
                     help="where each AUC's interval, p-value and q-value come from: certificate (default; the attack fitted on 60 %% of the "
                          "folds, scored on the other 40 %%: nominal by construction) or calibrated (the cross-fitted AUC, widened by --null-fits "

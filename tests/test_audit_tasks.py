@@ -180,3 +180,31 @@ def test_the_release_rule_at_its_edges(monkeypatch):
     memory = dask.config.get("distributed.worker.memory")
     monkeypatch.setitem(dask.config.config["distributed"]["worker"], "memory", {k: v for k, v in memory.items() if k != "pause"})
     assert audit_mod._pause_bytes() == pytest.approx(0.8e9)
+
+
+def test_auto_scoring_takes_tasks_with_more_than_one_worker_and_enough_records(monkeypatch):
+    "`scoring='auto'` (the default): tasks for a population or release audit with workers to spare and records to amortise them."
+    from achilles.shadow import audit as am
+    assert am._auto_scoring("release", 2, am.AUTO_TASKS_MIN) == "tasks"
+    assert am._auto_scoring("population", 4, am.AUTO_TASKS_MIN) == "tasks"
+    assert am._auto_scoring("population", 2, am.AUTO_TASKS_MIN - 1) == "threads"  # too few records for the workers' start
+    assert am._auto_scoring("release", 1, 10**6) == "threads" and am._auto_scoring("release", None, 10**6) == "threads"
+    assert am._auto_scoring("bernoulli", 8, 10**6) == "threads"  # the bernoulli design scores on threads only
+    monkeypatch.setattr(am.os, "cpu_count", lambda: 2)
+    assert am._auto_scoring("release", -1, 10**6) == "tasks"  # -1: every core
+    monkeypatch.setattr(am.os, "cpu_count", lambda: 1)
+    assert am._auto_scoring("release", -1, 10**6) == "threads"
+
+
+def test_auto_scoring_scores_as_tasks_and_gives_the_threads_rows(small, monkeypatch):
+    from achilles.shadow import audit as am
+    from achilles.cli import build_parser
+    assert build_parser().parse_args(["audit"]).scoring == "auto"  # the command's default too
+    ref = _audit(small, records=30)  # one worker: threads
+    assert "tasks" not in ref.attrs["seconds"]
+    monkeypatch.setattr(am, "AUTO_TASKS_MIN", 30)
+    two = _audit(small, records=30, n_jobs=2)
+    assert two.attrs["seconds"]["tasks"] >= 1 and "pool to disk" in two.attrs["seconds"]  # scored as tasks
+    np.testing.assert_array_equal(ref[COLS].to_numpy(), two[COLS].to_numpy())
+    monkeypatch.setattr(am, "AUTO_TASKS_MIN", 31)
+    assert "tasks" not in _audit(small, records=30, n_jobs=2).attrs["seconds"]  # 30 records: below the threshold, threads
