@@ -194,6 +194,8 @@ def test_auto_scoring_takes_tasks_with_more_than_one_worker_and_enough_records(m
     assert am._auto_scoring("release", -1, 10**6) == "tasks"  # -1: every core
     monkeypatch.setattr(am.os, "cpu_count", lambda: 1)
     assert am._auto_scoring("release", -1, 10**6) == "threads"
+    monkeypatch.setattr(am.os, "cpu_count", lambda: None)  # the count unknown: one worker
+    assert am._auto_scoring("release", -1, 10**6) == "threads"
 
 
 def test_auto_scoring_scores_as_tasks_and_gives_the_threads_rows(small, monkeypatch):
