@@ -890,3 +890,80 @@ def test_a_record_exactly_at_the_last_radius_is_counted_and_one_beyond_it_is_not
     names = plan.names(schema)
     within = X[0, [names.index(f"within_{i / 2:g}/F") for i in range(plan.n_radii)]]
     np.testing.assert_array_equal(within, [1] * top + [2])  # the record at 0 from the first radius on; the one at d from the last
+
+
+def test_auc_score_is_the_mann_whitney_statistic_with_ties_and_nans():
+    "The numba rank sum against sklearn's AUC and against average ranks by numpy, on ties, bool labels and edge sizes; NaN scores rank last (numpy's sort); one class gives nan."
+    from scipy.stats import rankdata
+    from achilles.shadow.pool_attack import auc_score
+    for k in range(300):
+        g = np.random.default_rng(k)
+        n = int(g.integers(2, 400))
+        y = (g.random(n) < g.random()).astype(bool if k % 3 == 0 else np.int64)
+        if y.all() or not y.any(): y[0] = not y[0]
+        s = g.integers(0, int(g.integers(1, 6)), n).astype(float) if k % 2 else g.normal(size=n)  # many ties / none
+        got = auc_score(y, s)
+        assert got == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        n1 = int(y.sum())
+        assert got == (rankdata(s)[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * (n - n1))  # exact: the ranks are halves of integers
+    s = np.array([0.2, np.nan, 0.1, 0.9]); y = np.array([0, 1, 0, 1])
+    assert auc_score(y, s) == 1.0  # the NaN sorts above every number, as numpy's argsort puts it
+    with np.errstate(invalid="ignore", divide="ignore"):
+        assert math.isnan(auc_score(np.ones(4, int), np.arange(4.0)))
+
+
+def test_the_screen_keeps_the_largest_t_of_the_live_features_within_its_bounds():
+    "`_screened` against the screen written out in numpy: dead features dropped, a Bonferroni bar on the live ones, at least `least` and at most `most`, ties by position."
+    from scipy.special import ndtri
+    from achilles.shadow.pool_attack import _screened
+    def ref(cols, live, t, least, most):
+        cols = cols[live[cols]]
+        if len(cols) <= least: return cols
+        passed = int((t[cols] >= -ndtri(0.025 / len(cols))).sum())
+        keep = min(max(passed, least), most)
+        return np.sort(cols[np.argsort(-t[cols], kind="stable")[:keep]])
+    for k in range(300):
+        g = np.random.default_rng(k)
+        p = int(g.integers(1, 400))
+        cols = np.sort(g.choice(p, int(g.integers(0, p + 1)), replace=False))
+        live = g.random(p) < g.random()
+        t = np.abs(g.standard_t(3, p)) * g.choice([1.0, 4.0])
+        if k % 2: t = np.round(t)  # ties at the cut
+        least, most = int(g.integers(0, 20)), int(g.integers(1, 60))
+        bar = -ndtri(0.025 / np.arange(1, p + 2))
+        got = _screened(cols, live, t, bar, least, most)
+        np.testing.assert_array_equal(got, ref(cols, live, t, least, most))
+        assert got.dtype == cols.dtype
+    t = np.array([5.0, 5.0, 5.0, 0.0]); live = np.array([True, True, True, True])
+    np.testing.assert_array_equal(_screened(np.arange(4), live, t, -ndtri(0.025 / np.arange(1, 6)), 1, 2), [0, 1])  # a tie: the first ones
+
+
+def test_fold_stats_equal_the_numpy_formulas_bit_for_bit():
+    "`_fold_stats` (one numba pass) against its formulas in numpy, on every mix of blocks, zero-variance and all-zero features, and means far from zero."
+    from achilles.shadow.pool_attack import _fold_stats
+    def ref(S1, S2, N, odd, gm, train):
+        c1, c0 = train & odd, train & ~odd
+        n1, n0 = N[c1].sum(), N[c0].sum()
+        mu1, mu0 = S1[c1].sum(0) / n1, S1[c0].sum(0) / n0
+        v1, v0 = np.maximum(S2[c1].sum(0) / n1 - mu1 ** 2, 0.0), np.maximum(S2[c0].sum(0) / n0 - mu0 ** 2, 0.0)
+        mu = (n1 * mu1 + n0 * mu0) / (n1 + n0)
+        var = np.maximum((S2[c1].sum(0) + S2[c0].sum(0)) / (n1 + n0) - mu ** 2, 0.0)
+        live = var > 1e-12 * np.maximum(1.0, (mu + gm) ** 2)
+        return n1, n0, mu, var, live, np.abs(mu1 - mu0) / np.sqrt(v1 / n1 + v0 / n0 + 1e-300)
+    dead = 0
+    for k in range(400):
+        g = np.random.default_rng(k)
+        B, p = 2 * int(g.integers(2, 8)), int(g.integers(1, 300))
+        N = g.integers(1, 200, B).astype(float)
+        S1 = (g.normal(size=(B, p)) * N[:, None] * 0.1 + g.normal(size=p) * g.choice([1e-8, 1.0, 1e4])).astype(np.float32).astype(np.float64)
+        S2 = np.abs(g.normal(size=(B, p))) * N[:, None] + S1 ** 2 / N[:, None]
+        if k % 5 == 0: S2[:, : p // 3] = S1[:, : p // 3] ** 2 / N[:, None]  # no variance left (up to rounding)
+        if k % 7 == 0: S1[:, 0] = 0.0; S2[:, 0] = 0.0
+        odd = np.arange(B) % 2 == 1
+        gm = g.normal(size=p) * g.choice([0.0, 1.0, 1e6])
+        train = g.random(B) < 0.8; train[:2] = True
+        want, got = ref(S1, S2, N, odd, gm, train), _fold_stats(S1, S2, N, odd, gm, train)
+        assert want[:2] == got[:2]
+        for a, b in zip(want[2:], got[2:]): np.testing.assert_array_equal(a, b)
+        dead += int((~got[4]).sum())
+    assert dead > 100  # the cases reach features the screen calls dead

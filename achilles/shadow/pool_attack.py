@@ -661,7 +661,10 @@ def _lda_groups(Zt: np.ndarray,  # (p, n) float32 features in rows, columns sort
             d2 = ((S - m * np.eye(k)) ** 2).sum() / k
             b2 = (r2 @ r2 / n - (S * S).sum()) / (n * k)
             shrink = 1.0 if d2 <= 0 else min(max(b2 / d2, 1e-6), 1.0)  # never exactly 0: duplicated features leave S singular
-        w = np.linalg.solve((1 - shrink) * S + shrink * m * np.eye(k), mu1 - mu0) if m > 0 else np.zeros(k)
+        if m > 0:  # (1 - shrink) S + shrink m I, the identity's products and sums left out (they add zeros)
+            A = S * (1 - shrink); A.flat[::k + 1] += shrink * m
+            w = np.linalg.solve(A, mu1 - mu0)
+        else: w = np.zeros(k)
         return w, float(-0.5 * (mu1 + mu0) @ w + math.log(n1 / n0)), shrink
     w, b, s = fit(-1, full, shrink)
     oof = np.zeros(n)
@@ -694,17 +697,43 @@ CLASSIFIERS = ("lda", "logistic", "rf")
 MIN_KEEP = 10  # a model keeps at least this many features (its largest |t|), however few pass the significance screen
 POOLED = "pooled"  # the likelihood ratio on every trained family's features at once (one of the stack's candidates)
 
+@njit(cache=True)
+def _auc_kernel(y, s, order):
+    """The sum of the IN records' ranks among scores s (float64) sorted by `order`, and their number (y == 1): average ranks, one
+    per run of equal scores (any order within ties gives the same ranks). The ranks are halves of integers, so their sum is exact
+    in any order."""
+    n = s.shape[0]
+    a = 0; total = 0.0; n1 = 0
+    while a < n:
+        b = a + 1
+        while b < n and s[order[b]] == s[order[a]]: b += 1  # a run of ties (a NaN is a run of its own, as numpy's != says)
+        r = (a + b + 1) / 2
+        for i in range(a, b):
+            if y[order[i]] == 1: total += r; n1 += 1
+        a = b
+    return total, n1
+
 def auc_score(y: np.ndarray,  # 1 = IN, 0 = OUT (both present)
               s: np.ndarray,  # scores, higher = IN
               ) -> float:
     "The ROC AUC (ties count half), from average ranks: the Mann-Whitney statistic, as `sklearn.metrics.roc_auc_score`."
-    y = np.asarray(y); s = np.asarray(s, np.float64)
-    order = np.argsort(s); ss = s[order]  # any order within ties gives the same ranks (numpy's SIMD sort: 5x a stable one)
-    first = np.r_[True, ss[1:] != ss[:-1]]
-    starts = np.flatnonzero(first); ends = np.r_[starts[1:], len(ss)]
-    rank = np.empty(len(s)); rank[order] = ((starts + ends + 1) / 2)[np.cumsum(first) - 1]
-    n1 = int((y == 1).sum()); n0 = len(y) - n1
-    return float((rank[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    y = np.ascontiguousarray(y); s = np.ascontiguousarray(s, np.float64)
+    total, n1 = _auc_kernel(y, s, np.argsort(s))  # numpy's sort (its SIMD sort: 5x a stable one; NaNs last, as before)
+    return float((np.float64(total) - n1 * (n1 + 1) / 2) / (n1 * (len(y) - n1)))  # numpy's division: one class gives nan, as before
+
+@njit(cache=True)
+def _screened(cols, live, t, bar, least, most):
+    """The live features among `cols` (`live[c]`) that pass the screen: those with |t| at least bar[m - 1] (m: the live ones),
+    at least `least` and at most `most` of them, the largest |t| first (ties by position), returned in increasing order."""
+    sel = np.empty_like(cols); m = 0
+    for c in cols:
+        if live[c]: sel[m] = c; m += 1
+    sel = sel[:m]
+    if m <= least: return sel
+    cnt = 0
+    for c in sel: cnt += t[c] >= bar[m - 1]
+    keep = min(max(cnt, least), most)
+    return np.sort(sel[np.argsort(-t[sel], kind="mergesort")[:keep]])  # mergesort: stable, as numpy's kind="stable"
 
 @njit(cache=True)
 def _center_t(X, perm, g, out):
@@ -781,15 +810,47 @@ def _fold_stats(S1: np.ndarray,  # (blocks, features): per-(fold, class) sums of
                 ) -> tuple:
     """The screen's statistics over the blocks `train`: (n_in, n_out, mean, variance, live, |t|) with population (ddof 0)
     variances, |t| = |mean_in - mean_out| / sqrt(var_in / n_in + var_out / n_out) (Welch's), and `live` the features whose
-    pooled variance is above 1e-12 of their squared mean (in the uncentred scale)."""
-    c1, c0 = train & odd, train & ~odd
-    n1, n0 = N[c1].sum(), N[c0].sum()
-    mu1, mu0 = S1[c1].sum(0) / n1, S1[c0].sum(0) / n0
-    v1, v0 = np.maximum(S2[c1].sum(0) / n1 - mu1 ** 2, 0.0), np.maximum(S2[c0].sum(0) / n0 - mu0 ** 2, 0.0)
-    mu = (n1 * mu1 + n0 * mu0) / (n1 + n0)
-    var = np.maximum((S2[c1].sum(0) + S2[c0].sum(0)) / (n1 + n0) - mu ** 2, 0.0)
-    live = var > 1e-12 * np.maximum(1.0, (mu + gm) ** 2)
-    return n1, n0, mu, var, live, np.abs(mu1 - mu0) / np.sqrt(v1 / n1 + v0 / n0 + 1e-300)
+    pooled variance is above 1e-12 of their squared mean (in the uncentred scale). One pass in numba (`_fold_stats_kernel`): a
+    record's six fits ask for 29 of these, and numpy's dozen small calls apiece cost more than the arithmetic."""
+    return _fold_stats_kernel(S1, S2, N, odd, gm, train)
+
+@njit(cache=True)
+def _fold_stats_kernel(S1, S2, N, odd, gm, train):
+    """`_fold_stats` in one pass, with numpy's arithmetic operation for operation: the blocks' sums added in block order (as
+    numpy's sum over the first axis adds its rows), squares as products, and `np.maximum`'s choice (the first argument unless the
+    second is larger; a NaN kept)."""
+    B, p = S1.shape
+    n1 = 0.0; n0 = 0.0
+    a1 = np.zeros(p); a0 = np.zeros(p); q1 = np.zeros(p); q0 = np.zeros(p)
+    f1 = True; f0 = True
+    for b in range(B):
+        if not train[b]: continue
+        if odd[b]:
+            n1 += N[b]
+            for j in range(p):
+                if f1: a1[j] = S1[b, j]; q1[j] = S2[b, j]
+                else: a1[j] += S1[b, j]; q1[j] += S2[b, j]
+            f1 = False
+        else:
+            n0 += N[b]
+            for j in range(p):
+                if f0: a0[j] = S1[b, j]; q0[j] = S2[b, j]
+                else: a0[j] += S1[b, j]; q0[j] += S2[b, j]
+            f0 = False
+    mu = np.empty(p); var = np.empty(p); live = np.empty(p, np.bool_); t = np.empty(p)
+    for j in range(p):
+        m1 = a1[j] / n1; m0 = a0[j] / n0
+        x1 = q1[j] / n1 - m1 * m1; x0 = q0[j] / n0 - m0 * m0
+        v1 = x1 if (x1 >= 0.0 or x1 != x1) else 0.0
+        v0 = x0 if (x0 >= 0.0 or x0 != x0) else 0.0
+        m = (n1 * m1 + n0 * m0) / (n1 + n0)
+        x = (q1[j] + q0[j]) / (n1 + n0) - m * m
+        var[j] = x if (x >= 0.0 or x != x) else 0.0
+        z = (m + gm[j]) * (m + gm[j])
+        live[j] = var[j] > 1e-12 * (1.0 if 1.0 >= z else z)
+        mu[j] = m
+        t[j] = abs(m1 - m0) / math.sqrt(v1 / n1 + v0 / n0 + 1e-300)
+    return n1, n0, mu, var, live, t
 
 def _eps_grid(n0: int) -> np.ndarray:
     "Numbers of training false positives at which the ε test's threshold is tried (0..10, then 40 geometric steps from 11 up to half)."
@@ -892,12 +953,8 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     weights = np.zeros((folds, len(models) + len(U)))
     eps_counts = np.zeros((2, 4), np.int64)  # per test direction: tp, n_in, fp, n_out of the scored folds
     stats = lambda train: _fold_stats(S1, S2, N, odd, gm, train)
-    def screened(cols, live, t):  # what passes a Bonferroni screen, at least MIN_KEEP, at most `screen`; by |t|
-        cols = cols[live[cols]]
-        if len(cols) > MIN_KEEP:
-            keep = int(np.clip((t[cols] >= -ndtri(0.025 / len(cols))).sum(), MIN_KEEP, screen))
-            cols = np.sort(cols[np.argsort(-t[cols], kind="stable")[:keep]])
-        return cols
+    bar = -ndtri(0.025 / np.arange(1, p + 2))  # the screen's bar for m live features: bar[m - 1]
+    screened = lambda cols, live, t: _screened(cols, live, t, bar, MIN_KEEP, screen)  # what passes a Bonferroni screen, at least MIN_KEEP, at most `screen`; by |t|
     odd = np.arange(2 * folds) % 2 == 1
     head = list(models).index(POOLED) if POOLED in models else 0
     Xe = None if extra is None else np.ascontiguousarray((extra - gm).T, np.float32)  # centred as Xt
