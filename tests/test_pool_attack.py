@@ -936,6 +936,19 @@ def test_the_screen_keeps_the_largest_t_of_the_live_features_within_its_bounds()
         assert got.dtype == cols.dtype
     t = np.array([5.0, 5.0, 5.0, 0.0]); live = np.array([True, True, True, True])
     np.testing.assert_array_equal(_screened(np.arange(4), live, t, -ndtri(0.025 / np.arange(1, 6)), 1, 2), [0, 1])  # a tie: the first ones
+    bar = -ndtri(0.025 / np.arange(1, 14)); t = np.r_[np.full(3, bar[11]), np.zeros(9)]  # three exactly at the bar for 12 live features: they pass
+    np.testing.assert_array_equal(_screened(np.arange(12), np.ones(12, bool), t, bar, 1, 12), [0, 1, 2])
+    # exactly `least` live features: all of them, even above `most` (no screen runs below its floor)
+    np.testing.assert_array_equal(_screened(np.arange(4), live, t, -ndtri(0.025 / np.arange(1, 6)), 4, 2), [0, 1, 2, 3])
+
+
+def test_lda_on_features_without_variance_gives_no_direction():
+    "Nothing varies (a zero covariance, trace 0): the weights are zero and the score is the prior log odds, not a singular solve."
+    from achilles.shadow.pool_attack import lda_fit
+    y = np.r_[np.ones(4, bool), np.zeros(6, bool)]
+    w, b = lda_fit(np.ones((10, 3)), y)
+    np.testing.assert_array_equal(w, 0.0)
+    assert b == pytest.approx(math.log(4 / 6))
 
 
 def test_fold_stats_equal_the_numpy_formulas_bit_for_bit():
@@ -959,11 +972,33 @@ def test_fold_stats_equal_the_numpy_formulas_bit_for_bit():
         S2 = np.abs(g.normal(size=(B, p))) * N[:, None] + S1 ** 2 / N[:, None]
         if k % 5 == 0: S2[:, : p // 3] = S1[:, : p // 3] ** 2 / N[:, None]  # no variance left (up to rounding)
         if k % 7 == 0: S1[:, 0] = 0.0; S2[:, 0] = 0.0
+        if k % 11 == 0: S1[:, -1] = -0.0; S2[:, -1] = -0.0  # signed zeros: numpy's sums start from +0.0
         odd = np.arange(B) % 2 == 1
         gm = g.normal(size=p) * g.choice([0.0, 1.0, 1e6])
         train = g.random(B) < 0.8; train[:2] = True
         want, got = ref(S1, S2, N, odd, gm, train), _fold_stats(S1, S2, N, odd, gm, train)
         assert want[:2] == got[:2]
-        for a, b in zip(want[2:], got[2:]): np.testing.assert_array_equal(a, b)
+        for a, b in zip(want[2:], got[2:]):
+            np.testing.assert_array_equal(a, b); np.testing.assert_array_equal(np.signbit(a), np.signbit(b))  # bit for bit, zeros' signs too
         dead += int((~got[4]).sum())
     assert dead > 100  # the cases reach features the screen calls dead
+    odd, two = np.array([False, True]), np.ones(2, bool)
+    # the edges, each against numpy: a variance below zero by rounding (0.1 squared exceeds 0.01), variances exactly at the bar
+    # (1e-12 of max(1, squared mean)) and between the floor and a squared mean of 1.5, and a negative count (-0.0 differences)
+    S1 = np.array([[0.1, 0.0, 0.0, 0.0, 0.0], [0.1, 0.0, 0.0, 0.0, 0.0]]); S2 = np.array([[0.01, 1e-12, 1.5e-12, 1.2e-12, 0.0]] * 2)
+    gm = np.array([0.0, 0.0, 0.0, math.sqrt(1.5), 0.0])
+    for N in (np.ones(2), np.array([-1.0, -1.0])):
+        want, got = ref(S1, S2, N, odd, gm, two), _fold_stats(S1, S2, N, odd, gm, two)
+        for a, b in zip(want[2:], got[2:]):
+            np.testing.assert_array_equal(a, b); np.testing.assert_array_equal(np.signbit(a), np.signbit(b))
+    assert got[3][0] == 0.0 and ref(S1, S2, np.ones(2), odd, gm, two)[4].tolist() == [False, False, True, False, False]
+
+
+def test_the_screen_bar_is_the_bonferroni_corrected_two_sided_normal_quantile():
+    "`screen_bar(p)[m - 1]`: the |t| a feature needs among m live ones, the normal quantile of 1 - 0.025 / m (scipy.stats, independently)."
+    from scipy.stats import norm
+    from achilles.shadow.pool_attack import screen_bar
+    bar = screen_bar(999)
+    assert bar.shape == (1000,)
+    np.testing.assert_allclose(bar, norm.isf(0.025 / np.arange(1, 1001)), rtol=1e-12)
+    assert bar[0] == pytest.approx(1.959964, abs=1e-6) and (np.diff(bar) > 0).all()

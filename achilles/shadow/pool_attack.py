@@ -25,8 +25,8 @@ __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG
            'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
            'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
            'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features',
-           'transform_features', 'lda_fit', 'auc_score', 'record_folds', 'crossfit_record', 'tpr_at_fpr_exact',
-           'at_ceiling', 'membership_row', 'release_row', 'audit_plan', 'score_record']
+           'transform_features', 'lda_fit', 'auc_score', 'screen_bar', 'record_folds', 'crossfit_record',
+           'tpr_at_fpr_exact', 'at_ceiling', 'membership_row', 'release_row', 'audit_plan', 'score_record']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -721,6 +721,11 @@ def auc_score(y: np.ndarray,  # 1 = IN, 0 = OUT (both present)
     total, n1 = _auc_kernel(y, s, np.argsort(s))  # numpy's sort (its SIMD sort: 5x a stable one; NaNs last, as before)
     return float((np.float64(total) - n1 * (n1 + 1) / 2) / (n1 * (len(y) - n1)))  # numpy's division: one class gives nan, as before
 
+def screen_bar(p: int) -> np.ndarray:
+    "The screen's |t| bar for m = 1 .. p + 1 live features (entry m - 1): a two-sided 5 % test, Bonferroni-corrected over the m."
+    from scipy.special import ndtri  # the normal quantile as a ufunc (scipy.stats' norm.isf costs ~50 us a call)
+    return -ndtri(0.025 / np.arange(1, p + 2))
+
 @njit(cache=True)
 def _screened(cols, live, t, bar, least, most):
     """The live features among `cols` (`live[c]`) that pass the screen: those with |t| at least bar[m - 1] (m: the live ones),
@@ -816,38 +821,31 @@ def _fold_stats(S1: np.ndarray,  # (blocks, features): per-(fold, class) sums of
 
 @njit(cache=True)
 def _fold_stats_kernel(S1, S2, N, odd, gm, train):
-    """`_fold_stats` in one pass, with numpy's arithmetic operation for operation: the blocks' sums added in block order (as
-    numpy's sum over the first axis adds its rows), squares as products, and `np.maximum`'s choice (the first argument unless the
-    second is larger; a NaN kept)."""
+    """`_fold_stats` in one pass, with numpy's arithmetic operation for operation: the blocks' sums added to 0.0 in block order (as
+    numpy's sum over the first axis adds its rows; so two -0.0 sum to +0.0, as there), squares as products, and `np.maximum`'s
+    choice (the first argument if it is larger, else the second: `np.maximum(-0.0, 0.0)` is +0.0; a NaN kept)."""
     B, p = S1.shape
     n1 = 0.0; n0 = 0.0
     a1 = np.zeros(p); a0 = np.zeros(p); q1 = np.zeros(p); q0 = np.zeros(p)
-    f1 = True; f0 = True
     for b in range(B):
         if not train[b]: continue
         if odd[b]:
             n1 += N[b]
-            for j in range(p):
-                if f1: a1[j] = S1[b, j]; q1[j] = S2[b, j]
-                else: a1[j] += S1[b, j]; q1[j] += S2[b, j]
-            f1 = False
+            for j in range(p): a1[j] += S1[b, j]; q1[j] += S2[b, j]
         else:
             n0 += N[b]
-            for j in range(p):
-                if f0: a0[j] = S1[b, j]; q0[j] = S2[b, j]
-                else: a0[j] += S1[b, j]; q0[j] += S2[b, j]
-            f0 = False
+            for j in range(p): a0[j] += S1[b, j]; q0[j] += S2[b, j]
     mu = np.empty(p); var = np.empty(p); live = np.empty(p, np.bool_); t = np.empty(p)
     for j in range(p):
         m1 = a1[j] / n1; m0 = a0[j] / n0
         x1 = q1[j] / n1 - m1 * m1; x0 = q0[j] / n0 - m0 * m0
-        v1 = x1 if (x1 >= 0.0 or x1 != x1) else 0.0
-        v0 = x0 if (x0 >= 0.0 or x0 != x0) else 0.0
+        v1 = x1 if (x1 > 0.0 or x1 != x1) else 0.0
+        v0 = x0 if (x0 > 0.0 or x0 != x0) else 0.0
         m = (n1 * m1 + n0 * m0) / (n1 + n0)
         x = (q1[j] + q0[j]) / (n1 + n0) - m * m
-        var[j] = x if (x >= 0.0 or x != x) else 0.0
+        var[j] = x if (x > 0.0 or x != x) else 0.0
         z = (m + gm[j]) * (m + gm[j])
-        live[j] = var[j] > 1e-12 * (1.0 if 1.0 >= z else z)
+        live[j] = var[j] > 1e-12 * (1.0 if 1.0 > z else z)
         mu[j] = m
         t[j] = abs(m1 - m0) / math.sqrt(v1 / n1 + v0 / n0 + 1e-300)
     return n1, n0, mu, var, live, t
@@ -915,7 +913,6 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     they keep, the stack's weights (on the models' out-of-fold scores within the training folds) and the ε threshold.
     With `certify`, `certificate` holds the held-out rows and scores of one more fit: the source of the AUC's interval; and, given
     `extra` rows, that fit's scores of them (`certificate["extra"]`), which its held-out OUT scores calibrate (`release_row`)."""
-    from scipy.special import ndtri  # the normal quantile as a ufunc (scipy.stats' norm.isf costs ~50 us a call)
     y = np.asarray(y, np.int64)
     if len(np.unique(y)) < 2: raise ValueError("y must hold both IN (1) and OUT (0) datasets")
     folds = check_int("folds", folds, lo=2, hi=int(min(y.sum(), len(y) - y.sum())))
@@ -953,7 +950,7 @@ def crossfit_record(X: np.ndarray,  # (datasets, features) of one record, transf
     weights = np.zeros((folds, len(models) + len(U)))
     eps_counts = np.zeros((2, 4), np.int64)  # per test direction: tp, n_in, fp, n_out of the scored folds
     stats = lambda train: _fold_stats(S1, S2, N, odd, gm, train)
-    bar = -ndtri(0.025 / np.arange(1, p + 2))  # the screen's bar for m live features: bar[m - 1]
+    bar = screen_bar(p)  # the screen's bar for m live features: bar[m - 1]
     screened = lambda cols, live, t: _screened(cols, live, t, bar, MIN_KEEP, screen)  # what passes a Bonferroni screen, at least MIN_KEEP, at most `screen`; by |t|
     odd = np.arange(2 * folds) % 2 == 1
     head = list(models).index(POOLED) if POOLED in models else 0
