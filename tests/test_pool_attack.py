@@ -773,7 +773,8 @@ def test_log1p_of_counts_checks_every_value_before_it_looks_one_up():
 
 
 def _row_order_densities(syn: Encoded, tc, tx, schema: Schema, plan) -> np.ndarray:
-    "The kernel's own density terms summed one record after the other in float64 (`math.exp` once, squared per halving): its bits."
+    "The kernel's own density terms summed one record after the other in float64 (its `exp_neg` once, squared per halving): its bits."
+    from achilles.shadow.pool_attack import exp_neg
     F, D = len(schema), syn.cont.shape[1]
     mis = (syn.cat != tc).sum(1).astype(np.float64)
     gsum = np.zeros(syn.n)
@@ -782,7 +783,7 @@ def _row_order_densities(syn: Encoded, tc, tx, schema: Schema, plan) -> np.ndarr
     inv_h2 = 1.0 / (plan.h_max * plan.h_max)
     dens = np.zeros(plan.n_bandwidths)
     for v in gd:
-        e = math.exp(-v * v * inv_h2)
+        e = float(exp_neg(np.array([-v * v * inv_h2]))[0])
         for m in range(plan.n_bandwidths):
             dens[m] += e; e = e * e; e = e * e
     return np.log(dens / max(syn.n, 1) + 1e-300).astype(np.float32)
@@ -1002,3 +1003,50 @@ def test_the_screen_bar_is_the_bonferroni_corrected_two_sided_normal_quantile():
     assert bar.shape == (1000,)
     np.testing.assert_allclose(bar, norm.isf(0.025 / np.arange(1, 1001)), rtol=1e-12)
     assert bar[0] == pytest.approx(1.959964, abs=1e-6) and (np.diff(bar) > 0).all()
+
+
+def test_exp_neg_is_within_one_ulp_of_numpys_exp_and_exact_at_its_ends():
+    from achilles.shadow.pool_attack import exp_neg
+    g = np.random.default_rng(11)
+    x = np.concatenate([-g.random(2_000_000) * 40, -g.random(1_000_000) * 707.99, -g.random(10_000) * 1e-12,
+                        -np.exp(g.uniform(-700, 6.5, 10_000)), [-0.5 * math.log(2), -1.5 * math.log(2), -707.99]])  # r at its bound
+    got, want = exp_neg(x), np.exp(x)
+    ulps = np.abs(got.view(np.int64) - want.view(np.int64))
+    assert ulps.max() <= 1, (ulps.max(), x[ulps.argmax()])
+    assert (ulps == 0).mean() > 0.8  # mostly libm's very bits
+    assert exp_neg(np.array([0.0, -0.0])).tolist() == [1.0, 1.0]
+    assert exp_neg(np.array([-708.0, -708.5, -745.2, -1e300, -np.inf])).tolist() == [0.0] * 5  # below -708: 0 (libm: < 3.4e-308)
+    assert exp_neg(np.zeros(0)).shape == (0,)
+
+
+def test_pairs_in_any_order_give_the_same_rows_bit_for_bit(adult):
+    # the kernel visits pairs sorted by dataset; each pair writes its own row, so any order of the same pairs gives the same rows
+    df, schema = adult
+    enc = encode(df, schema)
+    plan = feature_plan(schema, order=2, rng=0, attacks=("query", "exact", "copy", "distance", "density"))
+    g = np.random.default_rng(12)
+    syns = [enc.take(g.integers(0, len(df), n)) for n in (5, 64, 300, 129)]
+    pool, targets = stack_pool(syns), enc.take([0, 4, 4, 31_000, 17])
+    pd_, pt = np.repeat(np.arange(len(syns)), targets.n), np.tile(np.arange(targets.n), len(syns))
+    base = pair_features(pool, targets, pd_, pt, schema, plan, n_jobs=1)
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(pd_))
+        for jobs in (1, 2):
+            np.testing.assert_array_equal(pair_features(pool, targets, pd_[perm], pt[perm], schema, plan, n_jobs=jobs), base[perm])
+
+
+def test_a_query_over_an_empty_bitset_counts_zero_wherever_the_empty_row_sits(adult):
+    # the kernel answers a subset holding an all-zero row at once: as its last row (an exact value no synthetic record has) or in
+    # its prefix; every count must still equal the definition's
+    df, schema = adult
+    enc = encode(df, schema)
+    plan = feature_plan(schema, order=3, rng=0, attacks=("query", "exact"))
+    g = np.random.default_rng(13)
+    syn = enc.take(g.integers(0, 2_000, 150))
+    t = enc.take([40_000, int(g.integers(0, 2_000))])  # one outside the synthetic rows' source, one inside it
+    t.cont[0, 0] = 0.123456789  # an age no synthetic record has: its `==` row is empty
+    got = pair_features(stack_pool([syn]), t, np.array([0, 0]), np.array([0, 1]), schema, plan, n_jobs=1)
+    for j in range(2):
+        want = reference(syn, t.cat[j], t.cont[j], schema, plan)
+        np.testing.assert_array_equal(got[j, :plan.n_query + plan.n_exact], want[:plan.n_query + plan.n_exact])
+    assert (got[0, :plan.n_query + plan.n_exact] == 0).any() and (got[1, :plan.n_query + plan.n_exact] > 0).any()

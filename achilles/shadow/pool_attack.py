@@ -24,7 +24,7 @@ from .set_features import classifier_scores, groundhog_features, reference_mass
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
            'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
            'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
-           'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'pair_features',
+           'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'exp_neg', 'pair_features',
            'transform_features', 'lda_fit', 'auc_score', 'screen_bar', 'record_folds', 'crossfit_record',
            'tpr_at_fpr_exact', 'at_ceiling', 'membership_row', 'release_row', 'audit_plan', 'score_record']
 
@@ -323,6 +323,47 @@ def _log1p_small(r):
     if r < 1e-2: return r * (1.0 - r * (0.5 - r * (1.0 / 3.0 - 0.25 * r)))
     return math.log1p(r)
 
+from numba.extending import intrinsic
+from numba.core import types as _nbtypes
+
+@intrinsic
+def _f64_bits(typingctx, x):
+    "The float64 whose bits are the int64 x (a free reinterpretation, which a vectorised loop keeps)."
+    def codegen(context, builder, sig, args): return builder.bitcast(args[0], context.get_value_type(_nbtypes.float64))
+    return _nbtypes.float64(_nbtypes.int64), codegen
+
+@intrinsic
+def _i64_bits(typingctx, x):
+    "The int64 whose bits are the float64 x."
+    def codegen(context, builder, sig, args): return builder.bitcast(args[0], context.get_value_type(_nbtypes.int64))
+    return _nbtypes.int64(_nbtypes.float64), codegen
+
+_LOG2E, _LN2_HI, _LN2_LO = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10  # ln 2 split as fdlibm's
+_SHIFT = 6755399441055744.0  # 1.5 * 2**52: x + _SHIFT rounds x to an integer, held in the low bits of the sum
+_SHIFT_BITS = int(np.array([_SHIFT]).view(np.int64)[0])
+_E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9, _E10, _E11, _E12, _E13 = [1.0 / math.factorial(k) for k in range(2, 14)]
+
+@njit(cache=True, inline="always")
+def _exp_neg(x):
+    """exp(x) for x <= 0, within one unit in the last place of libm's, in arithmetic a loop vectorises (libm's `exp` is a call per
+    row, 2.5x slower) and the same on every machine (libm's bits differ between platforms). x = k ln 2 + r with |r| <= ln 2 / 2, exp(r) by its
+    Taylor polynomial to r^13 (truncation under 1e-17), times 2^k built in the exponent bits. Below -708 it answers 0 (libm: under 3.4e-308)."""
+    xc = x if x > -708.0 else -708.0
+    y = xc * _LOG2E + _SHIFT
+    k = y - _SHIFT
+    r = (xc - k * _LN2_HI) - k * _LN2_LO
+    p = _E13 * r + _E12; p = p * r + _E11; p = p * r + _E10; p = p * r + _E9; p = p * r + _E8; p = p * r + _E7; p = p * r + _E6
+    p = p * r + _E5; p = p * r + _E4; p = p * r + _E3; p = p * r + _E2; p = p * r + 1.0; p = p * r + 1.0
+    return p * _f64_bits(((_i64_bits(y) - _SHIFT_BITS) + 1023) << 52) if x > -708.0 else 0.0
+
+@njit(cache=True)
+def exp_neg(x: np.ndarray,  # float64 values <= 0
+            ) -> np.ndarray:
+    "The kernel's `exp` (`_exp_neg`) of each value: what the densities use, exposed so that it can be checked against numpy's."
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]): out[i] = _exp_neg(x[i])
+    return out
+
 _GATHER = np.uint64(0x0102040810204080)  # 8 bytes of 0 / 1, times this, shifted right by 56: their 8 bits (byte j to bit j)
 
 @njit(cache=True, inline="always")
@@ -337,29 +378,38 @@ def _pack(flags, W, out):
 @njit(cache=True)
 def _count_queries(bits, subsets, qlen, fresh, W, o):
     """o[s] = popcount of the AND of the bit rows subsets[s]. `qlen` and `fresh` (`_query_structure`) say how many rows each has
-    and whether its prefix (all rows but its last) differs from the previous subset's: a shared prefix's AND is reused, and an
-    all-zero prefix answers 0 at once."""
-    q = subsets.shape[0]
+    and whether its prefix (all rows but its last) differs from the previous subset's: a shared prefix's AND is reused, and a
+    subset with an all-zero row, or an all-zero prefix, answers 0 at once."""
+    q = subsets.shape[0]; R = bits.shape[0]
+    alive = np.zeros(R, np.bool_)
+    for r in range(R):
+        any_ = np.uint64(0)
+        for w in range(W): any_ |= bits[r, w]
+        alive[r] = any_ != np.uint64(0)
     pre = np.zeros(W, np.uint64)
     nz = False
     for s in range(q):
         L = qlen[s]; last = subsets[s, L - 1]
-        if L == 1:
-            tot = np.uint64(0)
-            for w in range(W): tot += _popcount(bits[last, w])
-            o[s] = tot; continue
-        if fresh[s]:
-            r0 = subsets[s, 0]
-            for w in range(W): pre[w] = bits[r0, w]
-            for u in range(1, L - 1):
-                ru = subsets[s, u]
-                for w in range(W): pre[w] &= bits[ru, w]
-            any_ = np.uint64(0)
-            for w in range(W): any_ |= pre[w]
-            nz = any_ != np.uint64(0)
-        if not nz:
+        if fresh[s] and L > 1:
+            nz = True
+            for u in range(L - 1): nz = nz and alive[subsets[s, u]]
+            if nz:
+                r0 = subsets[s, 0]
+                for w in range(W): pre[w] = bits[r0, w]
+                for u in range(1, L - 1):
+                    ru = subsets[s, u]
+                    for w in range(W): pre[w] &= bits[ru, w]
+                any_ = np.uint64(0)
+                for w in range(W): any_ |= pre[w]
+                nz = any_ != np.uint64(0)
+        if not alive[last]:
             o[s] = 0; continue
         tot = np.uint64(0)
+        if L == 1:
+            for w in range(W): tot += _popcount(bits[last, w])
+            o[s] = tot; continue
+        if not nz:
+            o[s] = 0; continue
         for w in range(W): tot += _popcount(pre[w] & bits[last, w])
         o[s] = tot
 
@@ -378,12 +428,12 @@ def _from_mismatches(mis, n, C, g, c5, hist, chist, dens, n_radii, n_copy, n_bw,
         for _ in range(min(c, c5.shape[0])): _insert_smallest(c5, d)
         hist[min(int(math.ceil(d * 2 * C - 1e-9)), n_radii)] += c
         chist[min(m, n_copy)] += c
-        e = math.exp(-d * d * inv_h2)
+        e = _exp_neg(-d * d * inv_h2)
         for b in range(n_bw):
             dens[b] += c * e
             e = e * e; e = e * e
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw,
               h_max, n_glr, counting, o):
     "Features of one target (tc, tx) against the synthetic rows a:a+n of the stacked pool, written into `o` (the kernel's columns)."
@@ -421,12 +471,13 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
     else:
         tn = math.sqrt(tnn)
         gd = np.empty(n); ed = np.empty(n)
-        for i in range(n):  # Gower and Eq. 5 (the zero-vector convention of `achilles.distance`)
+        for i in range(n):  # Gower and Eq. 5 (the zero-vector convention of `achilles.distance`), selects rather than branches: one vectorised loop
             sn = norm[a + i]
-            if tn == 0.0 or sn == 0.0: cs = 1.0 if (tn == 0.0 and sn == 0.0) else 0.0
-            else: cs = min(dot[i] / (tn * sn), 1.0)
+            den = tn * sn
+            q = dot[i] / den  # inf or nan when a norm is 0 (numpy's error model), replaced below
+            cs = min(q, 1.0) if den != 0.0 else (1.0 if (tn == 0.0 and sn == 0.0) else 0.0)
             gd[i] = (mis[i] + gsum[i]) / F
-            ed[i] = min(max((mis[i] + D - D * cs) / F, 0.0), 1.0) if D > 0 else min(mis[i] / F, 1.0)
+            ed[i] = min(max((mis[i] + D - D * cs) / F, 0.0), 1.0)
         top = n_radii - 1.0; cmax = n_copy - 0.5  # the last bins hold everything further away and are never read: only the few rows before them are counted
         for i in range(n):
             _insert_smallest(g, gd[i]); _insert_smallest(c5, ed[i])
@@ -436,7 +487,7 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
             if cm < cmax: chist[cm] += 1
         if n_bw <= 4 and n_glr == 0:  # the default: four sums held in registers (an array's element goes through memory every row)
             ex = np.empty(n)
-            for i in range(n): ex[i] = math.exp(-gd[i] * gd[i] * inv_h2)  # apart: a call in the loop below would spill its sums to memory
+            for i in range(n): ex[i] = _exp_neg(-gd[i] * gd[i] * inv_h2)  # apart: a call in the loop below would spill its sums to memory
             d0 = 0.0; d1 = 0.0; d2 = 0.0; d3 = 0.0
             for i in range(n):  # each sum in row order, as the loop below: the same bits
                 e = ex[i]; d0 += e
@@ -449,7 +500,7 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
             if n_bw > 3: dens[3] = d3
         else:
             for i in range(n):
-                e = math.exp(-gd[i] * gd[i] * inv_h2)
+                e = _exp_neg(-gd[i] * gd[i] * inv_h2)
                 for m in range(n_bw):
                     dens[m] += e
                     if 0 < m <= n_glr: glr[m - 1] += _log1p_small(e / max(refmass[m - 1, a + i], 1e-300))
@@ -475,22 +526,22 @@ def _one_pair(cat, cont, norm, refmass, a, n, tc, tx, cat_pos, cont_pos, tol, su
 
 @njit(cache=True)
 def _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                k_cos, n_radii, n_bw, h_max, n_glr, counting, out, lo, hi):
-    "Pairs lo:hi, one after the other (a thread's share)."
-    for j in range(lo, hi):
-        d = pair_d[j]; t = pair_t[j]
+                k_cos, n_radii, n_bw, h_max, n_glr, counting, out, order, lo, hi):
+    "Pairs order[lo:hi], one after the other (a thread's share)."
+    for u in range(lo, hi):
+        j = order[u]; d = pair_d[j]; t = pair_t[j]
         _one_pair(cat, cont, norm, refmass, offsets[d], offsets[d + 1] - offsets[d], tcat[t], tcont[t], cat_pos, cont_pos, tol,
                   subsets, qlen, fresh, n_copy, k_gower, k_cos, n_radii, n_bw, h_max, n_glr, counting, out[j])
 
 @njit(parallel=True, cache=True, nogil=True)
 def _pair_features(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                   k_cos, n_radii, n_bw, h_max, n_glr, counting, out):
+                   k_cos, n_radii, n_bw, h_max, n_glr, counting, out, order):
     "out[j] = features of target pair_t[j] against synthetic dataset pair_d[j]; the pairs in 256 equal runs, one run per task (the GIL released)."
     n = pair_d.shape[0]
     runs = min(n, 256)
     for c in prange(runs):  # a serial loop per run: a prange per pair costs half again as much per pair
         _pair_range(cat, cont, norm, refmass, offsets, pair_d, pair_t, tcat, tcont, cat_pos, cont_pos, tol, subsets, qlen, fresh, n_copy, k_gower,
-                    k_cos, n_radii, n_bw, h_max, n_glr, counting, out, c * n // runs, (c + 1) * n // runs)
+                    k_cos, n_radii, n_bw, h_max, n_glr, counting, out, order, c * n // runs, (c + 1) * n // runs)
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #2775055c
 def _kernel_subsets(plan: FeaturePlan, schema: Schema) -> np.ndarray:
@@ -562,7 +613,8 @@ def pair_features(pool: StackedPool,  # the synthetic datasets (`stack_pool`)
         _pair_features(pool.cat, pool.cont, pool.norm, refmass, pool.offsets, pair_d, pair_t,
                        np.ascontiguousarray(targets.cat, dtype=np.int32), np.ascontiguousarray(targets.cont, dtype=np.float64),
                        schema.cat_idx.astype(np.int64), schema.cont_idx.astype(np.int64), tol, subsets, qlen, fresh,
-                       plan.n_copy, plan.k_gower, plan.k_cos, plan.n_radii, plan.n_bandwidths, float(plan.h_max), plan.n_genlra, check_bool("counting", counting), out)
+                       plan.n_copy, plan.k_gower, plan.k_cos, plan.n_radii, plan.n_bandwidths, float(plan.h_max), plan.n_genlra, check_bool("counting", counting), out,
+                       np.argsort(pair_d, kind="stable"))
     k = plan.n_kernel
     if plan.n_groundhog: out[:, k:k + plan.n_groundhog] = groundhog[pair_d]
     if plan.n_classifier: out[:, k + plan.n_groundhog:] = classifier
