@@ -210,3 +210,25 @@ def test_auto_scoring_scores_as_tasks_and_gives_the_threads_rows(small, monkeypa
     np.testing.assert_array_equal(ref[COLS].to_numpy(), two[COLS].to_numpy())
     monkeypatch.setattr(am, "AUTO_TASKS_MIN", 31)
     assert "tasks" not in _audit(small, records=30, n_jobs=2).attrs["seconds"]  # 30 records: below the threshold, threads
+
+
+def test_a_worker_keeps_only_the_last_pool_mapped(tmp_path):
+    # a worker serves one audit after another (loky reuses it): a finished audit's pool must not stay mapped, or its pages stay
+    # resident (loky then takes the worker for a leaking one, restarts it and warns) and a deleted pool's disk space stays held
+    import gc, weakref
+    from achilles.core.data import Schema, encode
+    from achilles.shadow import audit as audit_mod
+    from achilles.shadow.pool_attack import stack_pool
+    from achilles.shadow.pool_store import save_pool
+    df = load_adult().iloc[:200]
+    enc = encode(df, Schema.from_dataframe(df))
+    save_pool(stack_pool([enc.take(np.arange(50))]), tmp_path / "a", "ka")
+    save_pool(stack_pool([enc.take(np.arange(60))]), tmp_path / "b", "kb")
+    audit_mod._POOLS.clear()
+    first = weakref.ref(audit_mod._mapped_pool(str(tmp_path / "a"), "ka").cont)
+    assert audit_mod._mapped_pool(str(tmp_path / "a"), "ka").cont is first()  # the same audit's tasks: mapped once
+    second = audit_mod._mapped_pool(str(tmp_path / "b"), "kb")
+    gc.collect()
+    assert first() is None, "the first audit's pool is still mapped"
+    assert list(audit_mod._POOLS) == [(str(tmp_path / "b"), "kb")] and second.cont.shape == (6, 60)
+    audit_mod._POOLS.clear()

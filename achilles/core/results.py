@@ -20,8 +20,8 @@ from .validate import check_fraction
 __all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'held_interval',
            'bootstrap_interval', 'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'auc_se',
            'null_inflation', 'auc_p_value', 'bh_q_values', 'eps_ceiling', 'gdp_mu_lower', 'gdp_delta', 'gdp_epsilon',
-           'eps_lower_gdp', 'tpr_at_fpr', 'check_labels', 'RiskResult', 'plot_roc', 'StoreError', 'ResultsStore',
-           'ImportResult', 'ImportConflict', 'read_results']
+           'eps_lower_gdp', 'tpr_at_fpr', 'check_labels', 'MetricWarning', 'StoreWarning', 'RiskResult', 'plot_roc',
+           'StoreError', 'ResultsStore', 'ImportResult', 'ImportConflict', 'read_results']
 
 # %% ../../nbs/00_core/05_results.ipynb #a87acca0
 _Z = {0.9: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -262,6 +262,12 @@ def _fmt(v):
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
 # %% ../../nbs/00_core/05_results.ipynb #87dedcb9
+class MetricWarning(UserWarning):
+    "A metric's result holds but cannot be read as it stands: its attack does no better than its own baseline, few of its queries answered, a small control set."
+
+class StoreWarning(UserWarning):
+    "A results file was imported with a caveat (duplicated rows kept once)."
+
 @dataclass(frozen=True, eq=False)
 class RiskResult:
     "A measured risk: value, confidence interval and its method, baseline / control / attack rates, direction, details."
@@ -761,7 +767,7 @@ def import_csv(self: ResultsStore,
             rows = [int(i) + 2 for i in t.index[dup & ~same][:5]]
             raise ValueError(f"{str(path)!r}: line(s) {rows} repeat a ({', '.join(keys)}) with different values; "
                              "the file is inconsistent, so nothing was imported")
-        warnings.warn(f"{str(path)!r}: {int(dup.sum())} duplicated row(s) were kept once", stacklevel=2)
+        warnings.warn(f"{str(path)!r}: {int(dup.sum())} duplicated row(s) were kept once", StoreWarning, stacklevel=2)
         t = t[~dup]
     clean = lambda r, skip=(): {k: _unescape(v.item() if hasattr(v, "item") else v) for k, v in r.items()
                                 if k not in skip and not pd.isna(v)}

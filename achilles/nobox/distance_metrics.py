@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from ..core.base import PrivacyMetric
 from ..core.data import CONTINUOUS, Column, Schema
-from ..core.results import RiskResult, held_interval
+from ..core.results import MetricWarning, RiskResult, held_interval
 from ..core.rng import check_rng
 from ..core.validate import check_float, check_int, check_n_jobs
 from ..neighbours import NeighbourData, nearest
@@ -533,7 +533,7 @@ class DCROverfittingProtection(_PeerDistance):
         if len(control) < 0.5 * len(train):
             import warnings
             warnings.warn(f"the control (holdout) set has {len(control)} records, less than half of train's {len(train)}: "
-                          "SDMetrics warns here too; the share closer to the training data is inflated", stacklevel=3)
+                          "SDMetrics warns here too; the share closer to the training data is inflated", MetricWarning, stacklevel=3)
         dt, dc = self._dcr(synthetic, train, schema), self._dcr(synthetic, control, schema)
         p = float(np.mean(dt < dc))
         return peer_risk("DCR overfitting protection", _overfitting_score, (np.c_[dt, dc],), (np.c_[dc, dt],), best=0.0,

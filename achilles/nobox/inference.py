@@ -12,7 +12,7 @@ import pandas as pd
 from ..core.base import PrivacyMetric
 from ..core.data import Schema
 from ..core.registry import MissingExtra
-from ..core.results import RiskResult, held_interval, wilson_interval
+from ..core.results import MetricWarning, RiskResult, held_interval, wilson_interval
 from ..core.rng import int_seed
 from ..core.runtime import limit_threads
 from ..core.validate import check_choice, check_float, check_fraction, check_int, check_n_jobs
@@ -79,7 +79,7 @@ def _params(m, secret, aux, **more) -> dict:
 def _warn_baseline(res: RiskResult, what: str) -> RiskResult:
     if res.attack_rate <= res.baseline_rate:
         warnings.warn(f"{what}: the attack (rate {res.attack_rate:.3f}) does no better than guessing without the known columns "
-                      f"(rate {res.baseline_rate:.3f}); the result cannot be trusted", stacklevel=4)
+                      f"(rate {res.baseline_rate:.3f}); the result cannot be trusted", MetricWarning, stacklevel=4)
     return res
 
 # %% ../../nbs/35_nobox/04_inference.ipynb #24bcf1fc

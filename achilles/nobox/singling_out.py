@@ -15,7 +15,7 @@ from numba import njit, prange
 
 from ..core.base import PrivacyMetric
 from ..core.data import Schema
-from ..core.results import RiskResult
+from ..core.results import MetricWarning, RiskResult
 from ..core.rng import seed_child, seed_root
 from ..core.runtime import limit_threads
 from ..core.validate import check_choice, check_int, check_n_jobs
@@ -557,7 +557,7 @@ def _run_attacks(self: SinglingOut, train, synthetic, control, schema, root) -> 
             if r["n"] < self.n_attacks:
                 tried = "" if r["attempts"] is None else f" in {r['attempts']:,} attempts"
                 warnings.warn(f"singling out ({_label(mode, k)}): only {r['n']} of the {self.n_attacks} queries asked single out "
-                              f"one synthetic record{tried}; the risk may be underestimated", stacklevel=4)
+                              f"one synthetic record{tried}; the risk may be underestimated", MetricWarning, stacklevel=4)
             runs.append(r)
     return runs, dict(n_unique_train=T.n, n_unique_synthetic=S.n, n_unique_control=0 if C is None else C.n)
 
@@ -584,7 +584,7 @@ def _evaluate(self: SinglingOut, train, synthetic, control, schema, rng) -> Risk
             warnings.warn(f"singling out: the control set has {sizes['n_unique_control']:,} distinct records, "
                           f"{sizes['n_unique_train'] / sizes['n_unique_control']:.1f}x fewer than the training set's "
                           f"{sizes['n_unique_train']:,}: its success rate at the training set's size is extrapolated by a "
-                          "beta-binomial model (its uncertainty is in the interval); a larger control set measures it", stacklevel=3)
+                          "beta-binomial model (its uncertainty is in the interval); a larger control set measures it", MetricWarning, stacklevel=3)
     for r in runs:
         metrics[f"risk_{_label(r['mode'], r['n_cols'])}"] = r["risk"]
         metrics[f"guesses_{_label(r['mode'], r['n_cols'])}"] = r["n"]
@@ -600,5 +600,5 @@ def _evaluate(self: SinglingOut, train, synthetic, control, schema, rng) -> Risk
                                                                                    float(np.quantile(control_boot, 1 - q)))
     if res.attack_rate <= res.baseline_rate:
         warnings.warn(f"singling out: the attack (rate {res.attack_rate:.3f}) does no better than random queries "
-                      f"(rate {res.baseline_rate:.3f}); the result cannot be trusted", stacklevel=3)
+                      f"(rate {res.baseline_rate:.3f}); the result cannot be trusted", MetricWarning, stacklevel=3)
     return res

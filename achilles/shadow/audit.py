@@ -744,7 +744,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     return rows
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #54478b6a
-_POOLS = {}  # pools this process has mapped, by (folder, key): a worker opens (and verifies) each pool once
+_POOLS = {}  # the pool this process mapped last, by (folder, key): a worker opens (and verifies) it once per audit
 _RELEASE_PAIRS = 4096  # a task's pairs, this many at a time; after a block the pool's pages are released if the worker needs it
 _RELEASE_AT = 0.3  # ... once its resident size passes this share of the size at which Dask pauses it: one block of the census pool
 # brought up to 5.5 GB of its pages in (Linux maps the cached pages around each one read), so a worker checked at 0.3 stays below the pause
@@ -778,6 +778,7 @@ def _mapped_pool(folder: str, key: str) -> StackedPool:
     if (folder, key) not in _POOLS:
         st = open_pool(folder, key)
         if st is None: raise FileNotFoundError(f"no pool {key!r} in {folder!r}: the folder must be one every worker can read")
+        _POOLS.clear()  # the previous audit's pool, unmapped: kept, its pages (and a deleted pool's disk space) stayed with the worker
         _POOLS[(folder, key)] = st
     return _POOLS[(folder, key)]
 
