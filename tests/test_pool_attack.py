@@ -1050,3 +1050,54 @@ def test_a_query_over_an_empty_bitset_counts_zero_wherever_the_empty_row_sits(ad
         want = reference(syn, t.cat[j], t.cont[j], schema, plan)
         np.testing.assert_array_equal(got[j, :plan.n_query + plan.n_exact], want[:plan.n_query + plan.n_exact])
     assert (got[0, :plan.n_query + plan.n_exact] == 0).any() and (got[1, :plan.n_query + plan.n_exact] > 0).any()
+
+
+def _exp_neg_python(x: float) -> float:
+    "`_exp_neg` in plain Python (IEEE double arithmetic, the bit casts by `struct`): its definition, operation for operation."
+    import struct
+    f2i = lambda v: struct.unpack("<q", struct.pack("<d", v))[0]
+    i2f = lambda v: struct.unpack("<d", struct.pack("<q", v))[0]
+    shift = 6755399441055744.0  # 1.5 * 2**52
+    xc = x if x > -708.0 else -708.0
+    y = xc * 1.4426950408889634 + shift
+    k = y - shift
+    r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
+    c = [1.0 / math.factorial(j) for j in range(14)]
+    p = c[13] * r + c[12]
+    for j in range(11, -1, -1): p = p * r + c[j]
+    return p * i2f(((f2i(y) - f2i(shift)) + 1023) << 52) if x > -708.0 else 0.0
+
+
+def test_exp_neg_is_its_plain_python_definition_bit_for_bit():
+    # the same bits on every machine is the point of our own exp: its kernel must be exactly this arithmetic, ties included
+    # (x log2(e) exactly halfway between two integers rounds to the even one, and the other reduction gives another last bit)
+    from achilles.shadow.pool_attack import exp_neg
+    L2E = 1.4426950408889634
+    ties = [v for t in np.arange(-1021, 0) + 0.5 for v in np.nextafter(t / L2E, [-np.inf, 0.0, np.inf]).tolist() + [t / L2E]
+            if v * L2E == t and -708.0 < v <= 0.0]
+    assert len(ties) > 500
+    g = np.random.default_rng(14)
+    x = np.concatenate([ties, -g.random(3000) * 708.5, -g.random(500) * 1e-3, [0.0, -0.0, -708.0, -707.9999999999999, -1e-320]])
+    got = exp_neg(x)
+    want = np.array([_exp_neg_python(float(v)) for v in x])
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_eq5_follows_the_zero_vector_convention_for_the_target_and_for_a_synthetic_record(adult):
+    # a record whose numbers are all at their columns' minimum has a zero vector: two zero vectors are at cosine 1, a zero and a
+    # non-zero one at cosine 0 (`achilles.distance`'s convention); with categorical mismatches Eq. 5 then differs from Gower's
+    df, _ = adult
+    d = df[["age", "hours-per-week", "sex", "race", "workclass"]]
+    schema = Schema.from_dataframe(d)
+    plan = feature_plan(schema, order=1, rng=0, attacks=("distance",))
+    enc = encode(d, schema)
+    syn = enc.take(np.arange(40))
+    syn.cont[:6] = 0.0  # six zero vectors, with whatever categories they have
+    syn.cat[:3] = (enc.cat[100] + 1) % 2  # three of them mismatch the target on every categorical column they can
+    targets = enc.take([100, 100])
+    targets.cont[0] = 0.0  # a zero target (cosine 1 to the six, 0 to the rest) and the record as it is (cosine 0 to the six)
+    got = pair_features(stack_pool([syn]), targets, np.array([0, 0]), np.array([0, 1]), schema, plan, n_jobs=1)
+    for j in range(2):
+        np.testing.assert_allclose(got[j], reference(syn, targets.cat[j], targets.cont[j], schema, plan), rtol=2e-6, atol=2e-6)
+    lo = plan.families()["distance"][0] + plan.k_gower
+    assert got[0, lo] != got[1, lo]  # the Eq. 5 nearest distance tells the two conventions apart
