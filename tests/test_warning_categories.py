@@ -50,3 +50,16 @@ def test_the_cli_says_our_categories_as_they_are_and_others_as_unexpected():
     assert ours == "achilles report: MetricWarning: inference (ML): the attack does no better than guessing\n"
     other = _format_warning("report", "boom", UserWarning, "/v/site-packages/joblib/x.py", 3)
     assert "unexpected UserWarning from joblib" in other
+
+
+def test_the_inference_caveat_is_a_metric_warning_when_the_attack_does_not_beat_its_baseline():
+    # "no better" includes a tie: an attack exactly at its baseline's rate has learnt nothing from the known columns
+    import warnings
+    from achilles.core.results import MetricWarning, RiskResult
+    from achilles.nobox.inference import _warn_baseline
+    for attack, warned in ((0.30, True), (0.40, True), (0.41, False)):
+        res = RiskResult("inference", 0.0, attack_rate=attack, baseline_rate=0.40)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert _warn_baseline(res, "inference (ML)") is res
+        assert [x.category for x in w] == ([MetricWarning] if warned else []), attack
