@@ -206,10 +206,26 @@ def test_auto_scoring_scores_as_tasks_and_gives_the_threads_rows(small, monkeypa
     assert "tasks" not in ref.attrs["seconds"]
     monkeypatch.setattr(am, "AUTO_TASKS_MIN", 30)
     two = _audit(small, records=30, n_jobs=2)
-    assert two.attrs["seconds"]["tasks"] >= 1 and "pool to disk" in two.attrs["seconds"]  # scored as tasks
+    assert two.attrs["seconds"]["tasks"] == 8  # scored as tasks: 4 a worker (`_task_chunk`), not the one task that the memory allows
     np.testing.assert_array_equal(ref[COLS].to_numpy(), two[COLS].to_numpy())
     monkeypatch.setattr(am, "AUTO_TASKS_MIN", 31)
     assert "tasks" not in _audit(small, records=30, n_jobs=2).attrs["seconds"]  # 30 records: below the threshold, threads
+
+
+def test_task_chunks_are_even_and_several_per_worker():
+    "`_task_chunk`: tasks within the memory's chunk, at least `TASKS_PER_WORKER` a worker where there are records enough, a multiple of the workers, as even as can be."
+    from achilles.shadow.audit import TASKS_PER_WORKER, _task_chunk
+    assert _task_chunk(220, 67, 2) == 28  # 8 tasks (7 of 28 and one of 24), not 67, 67, 67 and 19
+    assert _task_chunk(5000, 67, 2) == 66  # the memory binds: 76 tasks, a multiple of 2, of at most 66
+    assert _task_chunk(220, 67, 1) == 55 and _task_chunk(3, 67, 8) == 1 and _task_chunk(1, 1, 1) == 1
+    for n in range(1, 300, 7):
+        for most in (1, 3, 50, 1000):
+            for w in (1, 2, 3, 8):
+                c = _task_chunk(n, most, w)
+                assert 1 <= c <= most
+                assert c <= -(-n // min(n, TASKS_PER_WORKER * w))  # at least 4 tasks a worker's worth of records apart
+                tasks = -(-n // c)
+                if c > 1: assert -(-n // (c - 1)) > tasks  # no smaller chunk gives as few tasks: the chunks are as even as can be
 
 
 def test_a_worker_keeps_only_the_last_pool_mapped(tmp_path):

@@ -943,6 +943,40 @@ def test_the_screen_keeps_the_largest_t_of_the_live_features_within_its_bounds()
     np.testing.assert_array_equal(_screened(np.arange(4), live, t, -ndtri(0.025 / np.arange(1, 6)), 4, 2), [0, 1, 2, 3])
 
 
+def test_the_screens_shortcuts_give_the_sort_s_features():
+    "`_screened`'s two shortcuts (the features at the bar, no order needed; a few kept by |t| alone, by insertion) against the stable sort, on columns in any order, ties, NaN and infinite |t|, and floors on both sides of the insertion's limit of 32."
+    from achilles.shadow.pool_attack import _screened
+    def ref(cols, live, t, bar, least, most):
+        cols = cols[live[cols]]
+        if len(cols) <= least: return cols
+        passed = int((t[cols] >= bar[len(cols) - 1]).sum())
+        keep = min(max(passed, least), most)
+        return np.sort(cols[np.argsort(-t[cols], kind="stable")[:keep]])
+    seen = set()
+    for k in range(600):
+        g = np.random.default_rng(10_000 + k)
+        p = int(g.integers(1, 300))
+        cols = g.permutation(p)[:int(g.integers(0, p + 1))]  # in any order (the pooled model's are sorted, a caller's need not be)
+        live = g.random(p) < g.random()
+        t = np.abs(g.standard_t(3, p)) * g.choice([1.0, 3.0])
+        if k % 3 == 0: t = np.round(t)  # ties everywhere, at the bar too
+        if k % 7 == 0: t[g.integers(0, p, 3)] = np.inf
+        if k % 11 == 0: t[g.integers(0, p, 2)] = np.nan
+        bar = np.sort(np.abs(g.normal(2.5, 1.0, p + 1)))
+        least, most = int(g.integers(0, 45)), int(g.integers(1, 60))
+        got = _screened(cols, live, t, bar, least, most)
+        want = ref(cols, live, t, bar, least, most)
+        np.testing.assert_array_equal(got, want)
+        m = int(live[cols].sum()); passed = int((t[cols[live[cols]]] >= bar[m - 1]).sum()) if m else 0
+        keep = min(max(passed, least), most)
+        seen.add("floor" if m <= least else "bar" if keep == passed else "insertion" if keep <= 32 else "sort")
+    assert seen == {"floor", "bar", "insertion", "sort"}  # every path taken
+    # the insertion keeps the earlier of two equal |t| and drops a later equal one once full, as the stable sort does
+    t = np.array([1.0, 2.0, 2.0, 1.0, 2.0]); live = np.ones(5, bool); bar = np.full(6, 9.0)
+    np.testing.assert_array_equal(_screened(np.array([4, 3, 2, 1, 0]), live, t, bar, 2, 3), [2, 4])
+    np.testing.assert_array_equal(_screened(np.array([0, 1, 2, 3, 4]), live, t, bar, 2, 3), [1, 2])
+
+
 def test_lda_on_features_without_variance_gives_no_direction():
     "Nothing varies (a zero covariance, trace 0): the weights are zero and the score is the prior log odds, not a singular solve."
     from achilles.shadow.pool_attack import lda_fit

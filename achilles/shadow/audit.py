@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
+from joblib import Parallel, delayed, effective_n_jobs
 
 from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
@@ -31,9 +31,9 @@ from .pool_store import open_pool, release_pages, save_pool
 
 # %% auto #0
 __all__ = ['DESIGNS', 'SCORING', 'AUTO_TASKS_MIN', 'INTERVALS', 'COPIES', 'FOCAL_FITS', 'CHOSEN_SHARE', 'CHUNK_BYTES',
-           'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'selector_table', 'focal_subsets', 'PoolWarning',
-           'audit', 'holding_probability', 'PopulationPool', 'plan_population', 'population_stack', 'release_datasets',
-           'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
+           'TASKS_PER_WORKER', 'NULL_RECORDS', 'PoolModel', 'AuditPool', 'plan_pool', 'selector_table', 'focal_subsets',
+           'PoolWarning', 'audit', 'holding_probability', 'PopulationPool', 'plan_population', 'population_stack',
+           'release_datasets', 'ReleasePool', 'plan_release', 'release_summary', 'loo_audit']
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #eb00b2bd
 @dataclass(frozen=True, eq=False)
@@ -457,6 +457,19 @@ def _chunk_records(pairs_per_record: int,  # (dataset, record) pairs whose featu
     budget = CHUNK_BYTES if budget is None else budget
     return max(1, int(budget // (4 * max(pairs_per_record, 1) * max(n_features, 1))))
 
+TASKS_PER_WORKER = 4  # task scoring: at least this many tasks per worker where there are records enough, so the last round ends together
+
+def _task_chunk(n: int,  # records to score
+                most: int,  # the most records one task may hold (`_chunk_records`: its features' memory)
+                workers: int,  # the workers the tasks run on
+                ) -> int:
+    """Records per task when tasks score the records: as even as can be, in a number of tasks that is a multiple of the workers
+    and at least `TASKS_PER_WORKER` apiece. The memory's chunk alone left the last round ragged: 220 records in chunks of 67
+    are 67, 67, 67 and 19, so one of two workers scored 67 records while the other had 19 and then nothing."""
+    tasks = max(-(-n // max(most, 1)), min(n, TASKS_PER_WORKER * max(workers, 1)))
+    tasks = -(-tasks // max(workers, 1)) * max(workers, 1)
+    return max(1, -(-n // max(tasks, 1)))
+
 def _chunk_buffer(k: int, shape: tuple) -> np.ndarray:
     """Chunk k's features, in one of two arrays reused in turn (k % 2): `_prefetched` computes chunk k + 1 while chunk k is scored, and
     asks for chunk k + 2 only once chunk k is done with. Fresh memory would cost a page fault per 4 KiB of every chunk."""
@@ -704,7 +717,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
     extra = [pool.n_datasets] if release else []  # the release: one more pair per record, after its IN and OUT datasets
     workers = threads or 1
-    chunk = chunk or _chunk_records(2 * int(pool.record_sizes(todo).max(initial=0)) + len(extra), plan.n_features)  # sized by the most pairs a record needs: its IN and OUT datasets (and the release)
+    most = chunk or _chunk_records(2 * int(pool.record_sizes(todo).max(initial=0)) + len(extra), plan.n_features)  # sized by the most pairs a record needs: its IN and OUT datasets (and the release)
+    chunk = _task_chunk(len(todo), most, effective_n_jobs(1 if n_jobs is None else n_jobs)) if scoring == "tasks" and not chunk else most
     def features(s):  # one chunk's pairs; the kernel releases the GIL, so the next chunk's features overlap this chunk's scoring
         t0 = time.perf_counter()
         part = todo[s:s + chunk]

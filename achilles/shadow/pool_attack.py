@@ -787,10 +787,30 @@ def _screened(cols, live, t, bar, least, most):
         if live[c]: sel[m] = c; m += 1
     sel = sel[:m]
     if m <= least: return sel
-    cnt = 0
-    for c in sel: cnt += t[c] >= bar[m - 1]
+    b = bar[m - 1]
+    cnt = 0; nan = False
+    for c in sel:
+        cnt += t[c] >= b
+        nan |= t[c] != t[c]
     keep = min(max(cnt, least), most)
-    return np.sort(sel[np.argsort(-t[sel], kind="mergesort")[:keep]])  # mergesort: stable, as numpy's kind="stable"
+    if nan or (keep != cnt and (keep > 32 or keep == 0)):  # a NaN, or many kept by |t| alone: the sort (mergesort: stable, as numpy's kind="stable")
+        return np.sort(sel[np.argsort(-t[sel], kind="mergesort")[:keep]])
+    top = np.empty(keep, cols.dtype)
+    if keep == cnt:  # the usual case: the kept features are exactly those at or above the bar, so no order is needed
+        k = 0
+        for c in sel:
+            if t[c] >= b: top[k] = c; k += 1
+        return np.sort(top)
+    tv = np.empty(keep); k = 0  # a few kept by |t| alone (below the bar: the floor): the stable sort's first `keep`, by insertion
+    for c in sel:
+        v = t[c]
+        if k == keep and not v > tv[k - 1]: continue  # a tie with the last one kept: the earlier position stays, as in a stable sort
+        if k < keep: j = k; k += 1
+        else: j = keep - 1
+        while j > 0 and tv[j - 1] < v:
+            top[j] = top[j - 1]; tv[j] = tv[j - 1]; j -= 1
+        top[j] = c; tv[j] = v
+    return np.sort(top)
 
 @njit(cache=True)
 def _center_t(X, perm, g, out):
