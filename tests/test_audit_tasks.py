@@ -218,6 +218,7 @@ def test_task_chunks_are_even_and_several_per_worker():
     assert _task_chunk(220, 67, 2) == 28  # 8 tasks (7 of 28 and one of 24), not 67, 67, 67 and 19
     assert _task_chunk(5000, 67, 2) == 66  # the memory binds: 76 tasks, a multiple of 2, of at most 66
     assert _task_chunk(220, 67, 1) == 55 and _task_chunk(3, 67, 8) == 1 and _task_chunk(1, 1, 1) == 1
+    assert _task_chunk(0, 67, 2) == 1  # nothing left to score (a rerun of a finished audit): a chunk of 1, not a division by 0
     for n in range(1, 300, 7):
         for most in (1, 3, 50, 1000):
             for w in (1, 2, 3, 8):

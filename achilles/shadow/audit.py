@@ -466,9 +466,9 @@ def _task_chunk(n: int,  # records to score
     """Records per task when tasks score the records: as even as can be, in a number of tasks that is a multiple of the workers
     and at least `TASKS_PER_WORKER` apiece. The memory's chunk alone left the last round ragged: 220 records in chunks of 67
     are 67, 67, 67 and 19, so one of two workers scored 67 records while the other had 19 and then nothing."""
-    tasks = max(-(-n // max(most, 1)), min(n, TASKS_PER_WORKER * max(workers, 1)))
-    tasks = -(-tasks // max(workers, 1)) * max(workers, 1)
-    return max(1, -(-n // max(tasks, 1)))
+    tasks = max(-(-n // most), min(n, TASKS_PER_WORKER * workers), 1)  # one task at least: nothing left to score (a rerun) is chunks of 1
+    tasks = -(-tasks // workers) * workers
+    return max(1, -(-n // tasks))
 
 def _chunk_buffer(k: int, shape: tuple) -> np.ndarray:
     """Chunk k's features, in one of two arrays reused in turn (k % 2): `_prefetched` computes chunk k + 1 while chunk k is scored, and
