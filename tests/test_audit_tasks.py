@@ -207,6 +207,8 @@ def test_auto_scoring_scores_as_tasks_and_gives_the_threads_rows(small, monkeypa
     monkeypatch.setattr(am, "AUTO_TASKS_MIN", 30)
     two = _audit(small, records=30, n_jobs=2)
     assert two.attrs["seconds"]["tasks"] == 8  # scored as tasks: 4 a worker (`_task_chunk`), not the one task that the memory allows
+    assert _audit(small, records=30, n_jobs=2, scoring="tasks", chunk=30).attrs["seconds"]["tasks"] == 1  # a chunk the caller gives is kept
+    assert _audit(small, records=30, n_jobs=None, scoring="tasks").attrs["seconds"]["tasks"] == 4  # n_jobs=None: one worker, 4 tasks
     np.testing.assert_array_equal(ref[COLS].to_numpy(), two[COLS].to_numpy())
     monkeypatch.setattr(am, "AUTO_TASKS_MIN", 31)
     assert "tasks" not in _audit(small, records=30, n_jobs=2).attrs["seconds"]  # 30 records: below the threshold, threads
@@ -223,7 +225,7 @@ def test_task_chunks_are_even_and_several_per_worker():
         for most in (1, 3, 50, 1000):
             for w in (1, 2, 3, 8):
                 c = _task_chunk(n, most, w)
-                assert 1 <= c <= most
+                assert type(c) is int and 1 <= c <= most  # an int: the task loop's `range` step
                 assert c <= -(-n // min(n, TASKS_PER_WORKER * w))  # at least 4 tasks a worker's worth of records apart
                 tasks = -(-n // c)
                 if c > 1: assert -(-n // (c - 1)) > tasks  # no smaller chunk gives as few tasks: the chunks are as even as can be

@@ -963,14 +963,14 @@ def test_the_screens_shortcuts_give_the_sort_s_features():
         if k % 7 == 0: t[g.integers(0, p, 3)] = np.inf
         if k % 11 == 0: t[g.integers(0, p, 2)] = np.nan
         bar = np.sort(np.abs(g.normal(2.5, 1.0, p + 1)))
-        least, most = int(g.integers(0, 45)), int(g.integers(1, 60))
+        least, most = int(g.integers(0, 45)), int(g.integers(0, 60))  # most = 0 too: nothing kept (the audit's `screen` is at least 1)
         got = _screened(cols, live, t, bar, least, most)
         want = ref(cols, live, t, bar, least, most)
         np.testing.assert_array_equal(got, want)
         m = int(live[cols].sum()); passed = int((t[cols[live[cols]]] >= bar[m - 1]).sum()) if m else 0
         keep = min(max(passed, least), most)
-        seen.add("floor" if m <= least else "bar" if keep == passed else "insertion" if keep <= 32 else "sort")
-    assert seen == {"floor", "bar", "insertion", "sort"}  # every path taken
+        seen.add("floor" if m <= least else "none" if keep == 0 else "bar" if keep == passed else "insertion" if keep <= 32 else "sort")
+    assert seen == {"floor", "none", "bar", "insertion", "sort"}  # every path taken
     # the insertion keeps the earlier of two equal |t| and drops a later equal one once full, as the stable sort does
     t = np.array([1.0, 2.0, 2.0, 1.0, 2.0]); live = np.ones(5, bool); bar = np.full(6, 9.0)
     np.testing.assert_array_equal(_screened(np.array([4, 3, 2, 1, 0]), live, t, bar, 2, 3), [2, 4])

@@ -793,7 +793,8 @@ def _screened(cols, live, t, bar, least, most):
         cnt += t[c] >= b
         nan |= t[c] != t[c]
     keep = min(max(cnt, least), most)
-    if nan or (keep != cnt and (keep > 32 or keep == 0)):  # a NaN, or many kept by |t| alone: the sort (mergesort: stable, as numpy's kind="stable")
+    if keep == 0: return sel[:0]
+    if nan or (keep != cnt and keep > 32):  # a NaN, or many kept by |t| alone: the sort (mergesort: stable, as numpy's kind="stable")
         return np.sort(sel[np.argsort(-t[sel], kind="mergesort")[:keep]])
     top = np.empty(keep, cols.dtype)
     if keep == cnt:  # the usual case: the kept features are exactly those at or above the bar, so no order is needed
