@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .core.data import DATASETS, _sniff_sep, detect_sep, load_dataset, parse_types
+from .core.data import DATASETS, _sniff_sep, check_encoding, detect_encoding, detect_sep, load_dataset, parse_types
 from .core.registry import parse_params
 from .core.runtime import (WriteError, atomic_write, check_writable, csv_bytes, escape_controls, ignore_sigint, is_within,
                                    same_file)
@@ -28,13 +28,13 @@ def _load(args):
     csv, sep = getattr(args, "csv", None), getattr(args, "sep", None)
     types = parse_types(getattr(args, "types", None)) or None
     na = getattr(args, "na_values", None)
-    keep, dec = _keep(args), getattr(args, "decimal", None)
+    keep, dec, enc = _keep(args), getattr(args, "decimal", None), getattr(args, "encoding", None)
     if csv:
-        df, schema = load_dataset(str(csv), types=types, sep=sep, na_values=na, keep=keep, decimal=dec or ".")
+        df, schema = load_dataset(str(csv), types=types, sep=sep, na_values=na, keep=keep, decimal=dec or ".", encoding=enc)
         _check_not_misread(df, "--csv", csv, sep)
         return df, schema
     if sep is not None: raise ValueError(f"--sep={sep!r} applies to a --csv file; --dataset {args.dataset} is read by its own loader")
-    for flag, v in (("--na-values", na), ("--keep", getattr(args, "keep", None)), ("--decimal", dec)):
+    for flag, v in (("--na-values", na), ("--keep", getattr(args, "keep", None)), ("--decimal", dec), ("--encoding", enc)):
         if v: raise ValueError(f"{flag}={v!r} applies to a --csv file; --dataset {args.dataset} is read by its own loader")
     return load_dataset(args.dataset, path=args.path, types=types)
 
@@ -256,9 +256,10 @@ def cmd_bench(args) -> int:
     return 0
 
 # %% ../nbs/50_perf/59_cli.ipynb #33b76251
-def _columns_of(path, sep) -> list:
-    "The header of a CSV (names only), read with its separator."
-    return list(pd.read_csv(path, sep=sep or detect_sep(path), nrows=0).columns)
+def _columns_of(path, sep, encoding=None) -> list:
+    "The header of a CSV (names only), read with its separator and encoding (each detected from the file's start when not given)."
+    encoding = check_encoding(encoding) or detect_encoding(path, whole=False)
+    return list(pd.read_csv(path, sep=sep or detect_sep(path, encoding), nrows=0, encoding=encoding).columns)
 
 def _nobox_tables(args, control: str = "control"):
     "train, synthetic, control and their schema, from CSVs (--train …) or the leaky setting of a bundled dataset (--leaky F)."
@@ -279,17 +280,17 @@ def _nobox_tables(args, control: str = "control"):
         if f and not Path(f).is_file(): raise FileNotFoundError(f"--{k}={f!r}: no such file")
     keep, dec = _keep(args), args.decimal or "."
     train, schema = load_dataset(str(args.train), types=parse_types(args.types) or None, sep=args.sep, na_values=args.na_values,
-                                 keep=keep, decimal=dec)
+                                 keep=keep, decimal=dec, encoding=args.encoding)
     _check_not_misread(train, "--train", args.train, args.sep)
     kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
     def other(k):
         f = getattr(args, k)
         if not f: return None
-        cols = _columns_of(f, args.sep)
+        cols = _columns_of(f, args.sep, args.encoding)
         lacking = [c for c in train.columns if c not in cols]
         if lacking: raise ValueError(f"--{k}={str(f)!r} lacks the column(s) {lacking} of --train {str(args.train)!r}; it has {cols[:20]}")
         return load_dataset(str(f), types=kinds, sep=args.sep, na_values=args.na_values, keep=[c for c in keep if c in cols],
-                            decimal=dec)[0][list(train.columns)]
+                            decimal=dec, encoding=args.encoding)[0][list(train.columns)]
     synthetic, held = other("synthetic"), other(control)
     from achilles.core.base import common_schema
     schema = common_schema(*[t for t in (train, synthetic, held) if t is not None])  # a value only the control holds is fine
@@ -425,7 +426,7 @@ def _records(text) -> int | str | list:
 def _by_name(args, df):
     "What the library should load: the dataset's name where that alone gives the same table (so results name the data), else the table itself."
     csv = getattr(args, "csv", None)
-    if getattr(args, "types", None) or getattr(args, "sep", None) not in (None, ","): return df
+    if getattr(args, "types", None) or getattr(args, "sep", None) not in (None, ",") or getattr(args, "encoding", None): return df
     if csv: return str(csv) if detect_sep(csv) == "," else df
     return args.dataset if args.path is None else df
 
@@ -489,12 +490,13 @@ def _release_file(args, df, schema) -> pd.DataFrame:
     "The custodian's release (--release), read with the data's column kinds and the same reading options as --csv."
     f = args.release_file
     if not Path(f).is_file(): raise FileNotFoundError(f"--release={f!r}: no such file")
-    cols = _columns_of(f, args.sep)
+    cols = _columns_of(f, args.sep, getattr(args, "encoding", None))
     lacking = [c for c in df.columns if c not in cols]
     if lacking: raise ValueError(f"--release={str(f)!r} lacks the column(s) {lacking} of the data; it has {cols[:20]}")
     kinds = {c.name: "categorical" if c.is_categorical else "continuous" for c in schema.columns}
     rel = load_dataset(str(f), types=kinds, sep=args.sep, na_values=getattr(args, "na_values", None),
-                       keep=[c for c in _keep(args) if c in cols], decimal=getattr(args, "decimal", None) or ".")[0]
+                       keep=[c for c in _keep(args) if c in cols], decimal=getattr(args, "decimal", None) or ".",
+                       encoding=getattr(args, "encoding", None))[0]
     return rel[list(df.columns)]
 
 def _print_release(rows, args) -> None:
@@ -750,6 +752,9 @@ _RAW_HELP = ("write every cell of the CSV as it is; by default a text cell start
 _NA_HELP = ("cell texts that mean 'missing', comma-separated, e.g. 'NA,?,-9' (default: only the empty cell). Missing values are "
             "kept as information, never dropped or imputed: a missing category is a value of its own, a missing number a value apart")
 
+_ENCODING_HELP = ("text encoding of the CSV, e.g. cp1250 or shift_jis (default: detected: UTF-8 when every byte reads as UTF-8, "
+                  "else Windows Western European cp1252, else Latin-1, and said)")
+
 _KEEP_HELP = ("keep this column although it looks like an identifier or free text (left out by default, and said); repeat "
               "it or separate columns by commas")
 
@@ -768,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--na-values", default=None, help=_NA_HELP)
         q.add_argument("--keep", action="append", default=None, metavar="COLUMN", help=_KEEP_HELP)
         q.add_argument("--decimal", default=None, choices=[".", ","], help="decimal mark of --csv's numbers (',' for 25,7; needs --sep)")
+        q.add_argument("--encoding", default=None, help=_ENCODING_HELP)
 
     v = sub.add_parser("vulnerable", help="rank records by vulnerability and print the most vulnerable")
     data_opts(v)
@@ -808,6 +814,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--na-values", default=None, help=_NA_HELP)
         q.add_argument("--keep", action="append", default=None, metavar="COLUMN", help=_KEEP_HELP)
         q.add_argument("--decimal", default=None, choices=[".", ","], help="decimal mark of the files' numbers (',' for 25,7; needs --sep)")
+        q.add_argument("--encoding", default=None, help=_ENCODING_HELP)
         q.add_argument("--seed", type=int, default=0); q.add_argument("--jobs", type=_JOBS, default=None)
         q.add_argument("--results", default="results/achilles.sqlite", help="results store (SQLite); '' to store nothing")
 

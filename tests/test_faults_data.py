@@ -195,7 +195,10 @@ def test_mixed_share_threshold_and_declared(tmp_path):
     few = pd.DataFrame({"code": ["A", "B", "C", "D", "E", "F", "G", "H", "I", "J"] * 5 + ["7"] * 4, "x": range(54)})
     assert sanity_check(few.assign(x=few.x % 5)) == []  # 4 of 54 numbers (7%): a text column with odd codes
     many = pd.DataFrame({"size": ["12", "15", "unknown", "18"] * 10, "x": np.arange(40) % 5})
-    assert "mixes numbers (75%" in sanity_check(many)[0]
+    assert "holds numbers and the text 'unknown' (25% of its values)" in sanity_check(many)[0]  # a code: read it as missing?
+    assert "pass na_values='unknown' / --na-values 'unknown'" in sanity_check(many)[0]
+    varied = pd.DataFrame({"size": ["12", "15", "unknown", "18", "n.k.", "?", "-", "15"] * 5})  # four texts: not one code
+    assert "mixes numbers (50% of a sample)" in sanity_check(varied)[0] and "na_values / --na-values" in sanity_check(varied)[0]
     assert sanity_check(many, declared=["size"]) == []
     p = tmp_path / "m.csv"
     many.to_csv(p, index=False)

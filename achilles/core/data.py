@@ -19,11 +19,12 @@ from .validate import InvalidParameterError, check_columns
 # %% auto #0
 __all__ = ['CATEGORICAL', 'CONTINUOUS', 'KINDS', 'MISSING_SCALED', 'MISSING_LABEL', 'UNSEEN', 'OUT_OF_RANGE', 'ADULT_COLUMNS',
            'ADULT_CONTINUOUS', 'CENSUS_ENV', 'CENSUS_SAMPLE', 'CENSUS_HOWTO', 'STANDIN_SUFFIX', 'HEAD_BYTES',
-           'MAX_TITLE_LINES', 'MAX_CODES', 'DATASETS', 'Column', 'Schema', 'Encoded', 'DataWarning', 'encode', 'decode',
-           'as_encoded', 'load_adult', 'load_adult_full', 'load_adult_missing', 'census_path', 'load_uk_census',
-           'file_compression', 'table_start', 'read_csv_checked', 'parse_types', 'sanity_check', 'prepare_table',
-           'overlap_share', 'release_problems', 'check_release', 'parse_na_values', 'detect_sep', 'missing_summary',
-           'load_csv', 'load_dataset', 'dataset_label', 'table_fingerprint']
+           'MAX_TITLE_LINES', 'ENCODING_PIECE', 'NA_TEXTS', 'MAX_CODES', 'DATASETS', 'Column', 'Schema', 'Encoded',
+           'DataWarning', 'encode', 'decode', 'as_encoded', 'load_adult', 'load_adult_full', 'load_adult_missing',
+           'census_path', 'load_uk_census', 'file_compression', 'detect_encoding', 'check_encoding', 'table_start',
+           'read_csv_checked', 'parse_types', 'sanity_check', 'prepare_table', 'overlap_share', 'release_problems',
+           'check_release', 'parse_na_values', 'detect_sep', 'missing_summary', 'load_csv', 'load_dataset',
+           'dataset_label', 'table_fingerprint']
 
 # %% ../../nbs/00_core/04_data.ipynb #490f60c6
 CATEGORICAL, CONTINUOUS = "categorical", "continuous"
@@ -511,6 +512,10 @@ def _open_bytes(p: Path, comp: str | None):
         import zipfile
         z = zipfile.ZipFile(p)
         names = [n for n in z.namelist() if not n.endswith("/")]
+        sheet = _SPREADSHEETS.get(next((n for n in names if n in _SPREADSHEETS), None))
+        if sheet:
+            z.close()
+            raise ValueError(f"{str(p)!r} is {sheet}, not a CSV file: save its sheet as CSV (File > Save As > CSV UTF-8) and pass that file")
         if len(names) != 1:
             raise ValueError(f"{str(p)!r} is a ZIP archive of {len(names)} files ({names[:3]}); a CSV in a ZIP must be its only file")
         f = z.open(names[0]); close = f.close
@@ -522,12 +527,99 @@ def _open_bytes(p: Path, comp: str | None):
         raise ImportError(f"{str(p)!r} is zstd-compressed: pip install zstandard to read it, or decompress it first") from None
     return zstandard.open(p, "rb")
 
-def _head_text(p: Path, comp: str | None, n: int = HEAD_BYTES) -> tuple[str, bool]:
-    "(the first `n` bytes of the decompressed file as text, cut after its last whole line; whether the file goes on)."
+_SPREADSHEETS = {"xl/workbook.xml": "an Excel workbook (.xlsx)", "content.xml": "an OpenDocument spreadsheet (.ods)"}  # a ZIP member that says so
+_BINARY = ((b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Excel workbook (.xls)"), (b"PAR1", "a Parquet file"),
+           (b"SQLite format 3\x00", "an SQLite database"), (b"%PDF", "a PDF document"), (b"\x89HDF", "an HDF5 file"),
+           (b"ARROW1", "an Arrow / Feather file"), (b"\x93NUMPY", "a numpy array (.npy)"))
+
+def _utf16_without_mark(head: bytes) -> str | None:
+    """'utf-16-le' or 'utf-16-be' when the first bytes are ASCII text in UTF-16 without its mark (a zero byte in every other place,
+    on one side), else None."""
+    b = head[:4096 - 4096 % 2]
+    if len(b) < 8: return None
+    even, odd = b[0::2], b[1::2]
+    z_even, z_odd = even.count(0) / len(even), odd.count(0) / len(odd)
+    if z_odd >= 0.7 and z_even <= 0.05: return "utf-16-le"
+    if z_even >= 0.7 and z_odd <= 0.05: return "utf-16-be"
+    return None
+
+def _head_text(p: Path, comp: str | None, n: int = HEAD_BYTES, encoding: str | None = None) -> tuple[str, bool]:
+    """(the first `n` bytes of the decompressed file as text in `encoding` (default UTF-8; an undecodable byte becomes U+FFFD), cut
+    after its last whole line; whether the file goes on)."""
     with _open_bytes(p, comp) as f: b = f.read(n + 1)
     more = len(b) > n
     if more: b = b[:n]; b = b[:b.rfind(b"\n") + 1] or b
-    return b.decode("utf-8", errors="replace"), more
+    return b.decode(encoding or "utf-8", errors="replace"), more
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+         (b"\xfe\xff", "utf-16"))  # UTF-32's little-endian mark begins with UTF-16's: it is looked for first
+ENCODING_PIECE = 1 << 22  # bytes decoded at a time when `detect_encoding` checks a whole file
+
+def _decodes(p: Path, comp: str | None, encoding: str, limit: int | None = None) -> bool:
+    "Whether the (decompressed) file, or its first `limit` bytes, decodes in `encoding` without an error (read in pieces)."
+    import codecs
+    dec = codecs.getincrementaldecoder(encoding)()
+    seen = 0
+    with _open_bytes(p, comp) as f:
+        while True:
+            b = f.read(ENCODING_PIECE if limit is None else min(ENCODING_PIECE, limit - seen))
+            try:
+                dec.decode(b, final=not b)
+            except UnicodeDecodeError: return False
+            seen += len(b)
+            if not b or (limit is not None and seen >= limit): return True
+
+def detect_encoding(path,  # a CSV file (compressed or not)
+                    whole: bool = True,  # check every byte (False: the first `HEAD_BYTES` only, enough for a header)
+                    ) -> str:
+    """The text encoding of a file, decompressed: the one its byte-order mark names (UTF-8, UTF-16, UTF-32), or UTF-16 by its zero
+    bytes where the mark is missing; a binary file (a spreadsheet, Parquet, SQLite, a PDF: refused by name); else `'utf-8'` when
+    every byte decodes as UTF-8 (ASCII included); else `'cp1252'` (Windows Western European, the usual 8-bit export) when every
+    byte decodes as that; else `'latin-1'`, which decodes any byte. Both 8-bit encodings read each byte as one character of its
+    own, so distinct values stay distinct whichever is right: only how a label is printed can be wrong."""
+    p = _check_file(path)
+    comp = file_compression(p)
+    with _open_bytes(p, comp) as f: head = f.read(4096)
+    for bom, enc in _BOMS:
+        if head.startswith(bom): return enc
+    what = next((name for magic, name in _BINARY if head.startswith(magic)), None)
+    if what: raise ValueError(f"{str(p)!r} is {what}, not a CSV file: export the table as CSV and pass that file")
+    if b"\x00" in head:
+        enc = _utf16_without_mark(head)
+        if enc: return enc
+        raise ValueError(f"{str(p)!r} holds zero bytes, which no CSV text has: it is a binary file (or text in an encoding of 16 or "
+                         "32 bits without its byte-order mark: pass encoding= / --encoding)")
+    limit = None if whole else HEAD_BYTES
+    if _decodes(p, comp, "utf-8", limit): return "utf-8"
+    return "cp1252" if _decodes(p, comp, "cp1252", limit) else "latin-1"
+
+def check_encoding(encoding) -> str | None:
+    "`encoding` as Python's codec name (None stays None: detect it); a clear error for a name Python does not know."
+    if encoding is None: return None
+    import codecs
+    if not isinstance(encoding, str):
+        raise InvalidParameterError(f"encoding={encoding!r} must be the name of a text encoding such as 'utf-8', 'cp1252' or 'latin-1'")
+    try: return codecs.lookup(encoding).name
+    except LookupError:
+        raise InvalidParameterError(f"encoding={encoding!r} is not a text encoding Python knows; e.g. 'utf-8', 'cp1252' (Windows "
+                                    "Western European), 'latin-1', 'cp1250' (Central European), 'cp1251' (Cyrillic), 'shift_jis'") from None
+
+def _resolve_encoding(p: Path, encoding, stacklevel: int = 3) -> str:
+    """The encoding to read `p` in: `encoding` when given (checked), else `detect_encoding`'s, said in one `DataWarning` when it
+    is not UTF-8, with the first values that hold letters outside ASCII, as read, so that a wrong guess shows."""
+    if encoding is not None: return check_encoding(encoding)
+    enc = detect_encoding(p)
+    if enc in ("utf-16-le", "utf-16-be"):
+        warnings.warn(f"{str(p)!r} is UTF-16 ({'little' if enc.endswith('le') else 'big'}-endian) without its byte-order mark: read as "
+                      f"{enc}; pass encoding= / --encoding if that is wrong", DataWarning, stacklevel=stacklevel)
+    if enc in ("cp1252", "latin-1"):
+        text = _head_text(p, file_compression(p), encoding=enc)[0]
+        seen = list(dict.fromkeys(re.findall(r'[^\s,;|"]*[^\x00-\x7f][^\s,;|"]*', text)))[:4]
+        warnings.warn(f"{str(p)!r} is not UTF-8: read as {enc} ({'Windows Western European' if enc == 'cp1252' else 'ISO Latin-1'})"
+                      + (f", e.g. {', '.join(repr(s) for s in seen)}" if seen else "") + "; if these letters look wrong, pass the "
+                      "file's encoding (encoding= / --encoding, e.g. 'cp1250' or 'shift_jis'). The risk figures do not depend on it: "
+                      "each byte reads as a character of its own, so distinct values stay distinct", DataWarning, stacklevel=stacklevel)
+    return enc
 
 def _records(text: str, sep: str, more: bool) -> list:
     "(fields, first line (1-based), the row) of each non-blank record of `text` (quoted line breaks kept in one record)."
@@ -544,13 +636,14 @@ def _records(text: str, sep: str, more: bool) -> list:
 def table_start(path,  # a CSV file (compressed or not)
                 sep: str = ",",  # its separator
                 skiprows: int = 0,  # lines the caller already skips
+                encoding: str | None = None,  # its text encoding (default UTF-8)
                 ) -> tuple[int, list]:
     """Where the table's header is: (lines before it, the texts of the lines skipped as titles or comments). Before the header, up
     to `MAX_TITLE_LINES` lines are skipped that start with `#` (comments) or hold at most the rows' field count minus 2 (titles,
     commas and all), provided a line with the rows' count follows. A header that names fewer or more columns than its rows have
     fields is refused, with both counts and the lines: pandas would make the first column the row index and shift every name."""
     p = Path(path)
-    text, more = _head_text(p, file_compression(p))
+    text, more = _head_text(p, file_compression(p), encoding=encoding)
     lines = text.splitlines(True)
     recs = [(k, line + skiprows, row) for k, line, row in _records("".join(lines[skiprows:]), sep, more)]
     if len(recs) < 2: return skiprows, []
@@ -606,23 +699,25 @@ def _sep_hint(header: str, sep: str = ",") -> str:
     s = _sniff_sep(header, sep)
     return f"; the header looks {s!r}-separated: pass sep={s!r}" if s else ""
 
-def _first_line(p: Path) -> str:
+def _first_line(p: Path, encoding: str | None = None) -> str:
     "The file's first line (decompressed)."
-    lines = _head_text(p, file_compression(p), 4096)[0].splitlines()
+    lines = _head_text(p, file_compression(p), 4096, encoding)[0].splitlines()
     return lines[0] if lines else ""
 
 def read_csv_checked(path,  # a CSV file
                      **kw,  # passed to `pd.read_csv` (e.g. `sep`, `skiprows`)
                      ) -> pd.DataFrame:
     """`pd.read_csv` of a file that exists, is not empty and has data rows; every failure is one line naming the file. A compressed
-    file is read as such (`file_compression`), titles and comments before the header are skipped and said, and a header that does
-    not fit its rows is refused (`table_start`); `df.attrs["skiprows"]` is the number of lines before the header."""
+    file is read as such (`file_compression`), in its text encoding (`encoding=`, else `detect_encoding`'s, said when not UTF-8),
+    titles and comments before the header are skipped and said, and a header that does not fit its rows is refused
+    (`table_start`); `df.attrs["skiprows"]` is the number of lines before the header."""
     p = _check_file(path)
     kw = dict(kw)
     if (comp := file_compression(p)): kw.setdefault("compression", comp)
+    kw["encoding"] = _resolve_encoding(p, kw.get("encoding"))
     sep, skip = kw.get("sep", ","), kw.get("skiprows", 0)
     if isinstance(sep, str) and len(sep) == 1 and isinstance(skip, (int, np.integer)) and kw.get("header", "infer") == "infer":
-        start, skipped = table_start(p, sep, int(skip))
+        start, skipped = table_start(p, sep, int(skip), kw["encoding"])
         if skipped:
             warnings.warn(f"{str(p)!r}: {len(skipped)} line(s) before the header read as a title or comment and skipped: "
                           + "; ".join(repr(s[:60]) for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else ""), DataWarning, stacklevel=2)
@@ -630,9 +725,12 @@ def read_csv_checked(path,  # a CSV file
     try: df = pd.read_csv(p, **kw)
     except pd.errors.EmptyDataError as e:
         raise ValueError(f"could not parse {str(p)!r} as CSV: it has no header row (only blank lines)") from e
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise ValueError(f"could not read {str(p)!r} as {kw['encoding']} text: {' '.join(str(e).split())}; pass the file's encoding "
+                         "(encoding= / --encoding, e.g. 'cp1252' or 'latin-1'), or leave it out to have it detected") from e
+    except pd.errors.ParserError as e:
         msg = " ".join(str(e).split())
-        raise ValueError(f"could not parse {str(p)!r} as CSV: {msg}{_sep_hint(_first_line(p), kw.get('sep', ','))}") from e
+        raise ValueError(f"could not parse {str(p)!r} as CSV: {msg}{_sep_hint(_first_line(p, kw['encoding']), kw.get('sep', ','))}") from e
     if len(df) == 0:
         raise ValueError(f"{str(p)!r} has a header ({df.shape[1]} column(s): {list(df.columns)[:5]}) but no data rows")
     _check_header_unique(p, kw)
@@ -735,6 +833,30 @@ def _row_sample(s: pd.Series, m: int = 2000) -> pd.Series:
     s = s.dropna()
     return s if len(s) <= m else s.iloc[np.linspace(0, len(s) - 1, m).astype(np.int64)]
 
+_DECIMAL_COMMA = r"^[+-]?(\d{1,3}(\.\d{3})+|\d+),\d+$"
+_NUMBER_TEXT = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
+NA_TEXTS = ("NA", "N/A", "n/a", "NaN", "nan", "NULL", "null", "None", "?", "#N/A", "missing", "Missing")  # texts that often mean "missing"
+
+def _text_codes(s: pd.Series, most: int = 3, share: float = 0.3) -> tuple[list, float]:
+    """For a column read as text whose values are mostly numbers (with a decimal point or a decimal comma): the few other texts (at
+    most `most`, the most frequent first) when they hold at most `share` of its values, as a code for missing ('NA', '?', '-')
+    would; and that share. ([], 0.0) for any other column."""
+    if _is_numeric(s): return [], 0.0
+    v = s.dropna()
+    if not len(v) or not all(isinstance(x, str) for x in _row_sample(v)): return [], 0.0
+    counts = v.astype(str).value_counts()
+    vals = counts.index.to_series()
+    num = (vals.str.match(_NUMBER_TEXT) | vals.str.match(_DECIMAL_COMMA)).to_numpy()
+    codes = counts[~num]
+    if not num.any() or not 1 <= len(codes) <= most: return [], 0.0
+    sh = float(codes.sum() / counts.sum())
+    return (list(codes.index), sh) if sh <= share else ([], 0.0)
+
+def _na_hint(codes) -> str:
+    "How to read `codes` as missing, in the API's and the command line's words."
+    j = ",".join(codes)
+    return f"na_values={j!r} / --na-values {j!r}"
+
 def _text_shares(s: pd.Series) -> tuple[float, float, str] | None:
     "For a column of strings: shares of sampled rows that parse as numbers and as dates, and one non-number; else None."
     v = _row_sample(s).astype(object)
@@ -764,9 +886,14 @@ def _column_problem(s: pd.Series, name, categorical: bool, declared: bool) -> st
         return (f"column {name!r} holds dates ({shares[1]:.0%} of a sample parse as dates): it is treated as categorical with "
                 "one value per date; convert it to a number (e.g. the year or days since a reference date) or drop it")
     if shares is not None and 0.1 <= shares[0] < 1 and not declared:
+        codes, sh = _text_codes(s)
+        if codes:
+            return (f"column {name!r} holds numbers and the text {' / '.join(repr(t) for t in codes)} ({sh:.0%} of its values), so "
+                    f"it was read as categories: if that text means missing, pass {_na_hint(codes)} (the column is then read as numbers "
+                    "and its missing cells kept as information); else declare its type")
         return (f"column {name!r} mixes numbers ({shares[0]:.0%} of a sample) with text (e.g. {shares[2]!r}): probably a numeric "
-                "column misread because of a few text codes; clean it (e.g. read those codes as missing and drop the rows) "
-                "or declare its type")
+                "column misread because of a few text codes; read those codes as missing (na_values / --na-values) or declare "
+                "its type")
     if _looks_like_id(s, name, categorical):
         v = s.dropna()
         return (f"column {name!r} has {v.nunique():,} distinct values in {len(v):,} rows, like an identifier: it makes every record "
@@ -819,7 +946,6 @@ def sanity_check(df: pd.DataFrame,  # the table
 
 # %% ../../nbs/00_core/04_data.ipynb #bde64e98
 MAX_CODES = 20  # a column of whole numbers with at most this many distinct values is read as integer codes of a category
-_DECIMAL_COMMA = r"^[+-]?(\d{1,3}(\.\d{3})+|\d+),\d+$"
 
 def prepare_table(df: pd.DataFrame,  # the table as read from its file
                   types: Mapping | None = None,  # declared column types (never overridden; '*' declares every column)
@@ -831,11 +957,17 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
     unknown = [k for k in keep if k not in df.columns]
     if unknown: raise ValueError(f"keep names column(s) {unknown} that the table does not have; its columns are {list(df.columns)[:20]}")
     out, set_types, ids, texts, dates, codes, commas = df.copy(), {}, [], [], [], [], []
+    comma_codes, na_like = set(), set()
     for c in df.columns:
         s = df[c]
         if c in types and c in keep: continue
-        if c not in types and not _is_numeric(s) and len(s.dropna()) and s.dropna().astype(str).str.match(_DECIMAL_COMMA).mean() >= 0.9:
-            commas.append(c); continue
+        if c not in types and not _is_numeric(s) and len(s.dropna()):
+            codes_c = _text_codes(s)[0]  # a code for missing beside the numbers does not hide their decimal comma
+            v = s.dropna().astype(str); v = v[~v.isin(codes_c)]
+            if len(v) and v.str.match(_DECIMAL_COMMA).mean() >= 0.9:
+                commas.append(c); comma_codes.update(codes_c); continue
+        if c not in types and not _is_numeric(s):
+            na_like.update(t for t in NA_TEXTS if (s == t).any())
         if c not in keep and _looks_like_text(s): texts.append(c); continue
         if c not in keep and _looks_like_id(s, c): ids.append(c); continue
         if c in types and not (types[c] == CONTINUOUS and not _is_numeric(s)): continue  # a declared type is never overridden
@@ -860,8 +992,16 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
     if dates: notes.append(f"read as dates and turned into days since 1970-01-01 (continuous): {name(dates)}")
     if codes: notes.append(f"typed categorical, whole numbers under 1,000 with at most {MAX_CODES} distinct values (codes): {name(codes)}; "
                            "declare a type to override (types / --types COL:continuous)")
-    if commas: notes.append(f"numbers with a decimal comma (e.g. {df[commas[0]].dropna().iloc[0]!r}), read as text: {name(commas)}; "
-                            "pass decimal=',' / --decimal ','")
+    if commas:
+        ex = df[commas[0]].dropna().astype(str).loc[lambda v: v.str.match(_DECIMAL_COMMA)].iloc[0]
+        extra = sorted(comma_codes)
+        notes.append(f"numbers with a decimal comma (e.g. {ex!r}), read as text: {name(commas)}; pass decimal=',' / --decimal ','"
+                     + (f" (they also hold the text {' / '.join(repr(t) for t in extra)}: if that means missing, add {_na_hint(extra)})"
+                        if extra else ""))
+    if na_like:
+        found = sorted(na_like)
+        notes.append(f"the text {' / '.join(repr(t) for t in found)} is read as a value, not as missing (only the empty cell means "
+                     f"missing unless you say otherwise); if it means missing, pass {_na_hint(found)}")
     if out.shape[1] == 0: raise ValueError(f"every column of the table was left out ({name(ids + texts)}); keep some with keep=[...] / --keep")
     return out, set_types, notes
 
@@ -989,12 +1129,15 @@ def parse_na_values(na_values) -> list:
                                     "strings; the empty cell always means missing")
     return [""] + [v for v in vals if v != ""]
 
-def detect_sep(path) -> str:
+def detect_sep(path,  # a CSV file (compressed or not)
+               encoding: str | None = None,  # its text encoding (default: `detect_encoding`'s from its first 64 KiB)
+               ) -> str:
     """The separator of a CSV file: clevercsv's data-consistency detector (it scores each candidate by how evenly it splits the
     rows and how well-typed the cells come out) on the first 64 KiB, decompressed, comment lines left out; one of ',', ';', tab
     and '|', and ',' when it finds none."""
     p = _check_file(path)
-    text = "".join(l for l in _head_text(p, file_compression(p))[0].splitlines(True) if not l.lstrip().startswith("#"))
+    encoding = check_encoding(encoding) or detect_encoding(p, whole=False)
+    text = "".join(l for l in _head_text(p, file_compression(p), encoding=encoding)[0].splitlines(True) if not l.lstrip().startswith("#"))
     from clevercsv import Detector
     d = Detector().detect(text, delimiters=list(_SEPARATORS))
     return d.delimiter if d is not None and d.delimiter in _SEPARATORS else ","
@@ -1053,10 +1196,12 @@ def load_csv(path: str | Path,  # CSV file with a header row
              keep: Iterable = (),  # columns kept whatever `prepare_table`'s rules say (identifiers, free text)
              decimal: str = ".",  # the decimal mark of the file's numbers ("," for 25,7)
              prepare: bool = True,  # apply `prepare_table` (False: every column as read, types by the plain rule)
+             encoding: str | None = None,  # the file's text encoding (None: `detect_encoding`'s, said when it is not UTF-8)
              ) -> tuple[pd.DataFrame, Schema]:
     "Read a CSV and build its schema; categorical columns become `category` dtype; each `sanity_check` problem is a `DataWarning`."
+    encoding = _resolve_encoding(_check_file(path), encoding)
     if sep is None:
-        sep = detect_sep(path)
+        sep = detect_sep(path, encoding)
         if sep != ",":
             warnings.warn(f"{str(path)!r}: its rows read as {sep!r}-separated (clevercsv's detector), so it was read with sep={sep!r} "
                           "(pass the separator explicitly to choose another)", DataWarning, stacklevel=2)
@@ -1065,7 +1210,7 @@ def load_csv(path: str | Path,  # CSV file with a header row
     types = parse_types(types)
     if decimal not in (".", ","): raise InvalidParameterError(f"decimal={decimal!r} must be '.' or ','")
     if decimal == "," and sep == ",": raise ValueError("decimal=',' needs another field separator than ',' (e.g. sep=';')")
-    df = read_csv_checked(path, sep=sep, keep_default_na=False, na_values=parse_na_values(na_values), decimal=decimal)
+    df = read_csv_checked(path, sep=sep, keep_default_na=False, na_values=parse_na_values(na_values), decimal=decimal, encoding=encoding)
     unknown = [k for k in list(types) + list(keep) if k not in df.columns and k != "*"]
     if unknown:
         hint = _sep_hint(str(df.columns[0]), sep) if df.shape[1] == 1 else ""
@@ -1077,7 +1222,8 @@ def load_csv(path: str | Path,  # CSV file with a header row
                          "remove it from the file or fill it in")
     _check_cells(df, Path(path), df.attrs.get("skiprows", 0))
     notes, read_notes = [], []
-    zeros = _leading_zeros(Path(path), df, dict(sep=sep, na_values=parse_na_values(na_values)), _declared_types(types, df.columns))
+    zeros = _leading_zeros(Path(path), df, dict(sep=sep, na_values=parse_na_values(na_values), encoding=encoding),
+                           _declared_types(types, df.columns))
     for c, text in zeros.items(): df[c] = text
     if zeros:
         read_notes.append(f"kept as text, as written: {', '.join(repr(c) for c in zeros)} (whole numbers with leading zeros, e.g. "
@@ -1121,10 +1267,13 @@ def load_dataset(name: str,  # "adult", "census", or a path to a CSV
                  na_values=None,  # cell texts of a CSV that mean "missing" (default: only the empty cell; see `parse_na_values`)
                  keep=(),  # columns of a CSV kept whatever `prepare_table` says
                  decimal: str = ".",  # decimal mark of a CSV's numbers
+                 encoding: str | None = None,  # text encoding of a CSV (None: detect it; see `detect_encoding`)
                  ) -> tuple[pd.DataFrame, Schema]:
     "A named dataset (or a CSV) and its schema; `types` overrides column kinds of a bundled dataset too."
     if _registered(name):
         if sep not in (",", None): raise ValueError(f"sep={sep!r} applies to a CSV file only; dataset {name!r} is read by its loader")
+        if encoding is not None:
+            raise ValueError(f"encoding={encoding!r} applies to a CSV file only; dataset {name!r} is read by its loader")
         if na_values is not None:
             raise ValueError(f"na_values={na_values!r} applies to a CSV file only; dataset {name!r} is read by its loader")
         df = DATASETS[name](path)
@@ -1135,7 +1284,7 @@ def load_dataset(name: str,  # "adult", "census", or a path to a CSV
             if schema[c].is_categorical and not isinstance(df[c].dtype, pd.CategoricalDtype): df[c] = df[c].astype("category")
         return df, Schema.from_dataframe(df, types)
     _check_file_name(name)
-    return load_csv(name, types, sep=sep, na_values=na_values, keep=keep, decimal=decimal)
+    return load_csv(name, types, sep=sep, na_values=na_values, keep=keep, decimal=decimal, encoding=encoding)
 
 # %% ../../nbs/00_core/04_data.ipynb #4a86b3ea
 def dataset_label(name_or_path: str | Path,  # a registered dataset name or a path to a CSV (as `load_dataset` takes)

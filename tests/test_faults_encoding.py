@@ -1,0 +1,69 @@
+"""Files that are not UTF-8 (issue 37: every shape a custodian's table comes in). A Windows-1252 export, the usual 8-bit file of
+Western European offices, stopped every command with pandas' `UnicodeDecodeError` at its first accented letter. Now each command
+reads it, says once per file how, and hands its work the values as written; `--encoding` chooses another, and is checked before
+any work."""
+import pandas as pd
+import pytest
+
+from faultkit import Files, WorkStarted, argv_for, block_all_work, make_files, one_line_error, run, stub_work
+
+READERS = ["vulnerable", "nobox", "kde", "riskbench", "audit", "report"]
+
+
+def _cp1252(f: Files):
+    "Every file of `f` in cp1252, with an accented category ('México') and a curly quote that UTF-8 cannot read."
+    for p in (f.data, f.train, f.synth, f.control):
+        df = pd.read_csv(p)
+        df["native-country"] = df["native-country"].replace({"Mexico": "México", "United-States": "United “States”"})
+        p.write_bytes(df.to_csv(index=False).encode("cp1252"))
+
+
+def _tables(seen) -> list:
+    tables = [x for x in list(seen["args"]) + list(seen["kw"].values()) if isinstance(x, pd.DataFrame)]
+    return tables + [x[0] for x in seen["kw"].values() if isinstance(x, tuple) and x and isinstance(x[0], pd.DataFrame)]
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_every_command_reads_a_cp1252_file_and_says_so(tmp_path, command, capsys, monkeypatch, recwarn):
+    f = make_files(tmp_path); _cp1252(f)
+    seen = {}
+    def record(*a, **k):
+        seen.update(args=a, kw=k); raise WorkStarted("recorded")
+    stub_work(monkeypatch, command, record)
+    code, _, err = run(capsys, argv_for(command, f, results=""))
+    assert "recorded" in err and code == 1, err  # it reached the work: every file was read
+    said = [str(w.message) for w in recwarn if "is not UTF-8: read as cp1252" in str(w.message)]  # the CLI prints what it records
+    files = 1 if command in ("vulnerable", "riskbench", "audit", "report") else 3
+    assert len(said) == files and len(set(said)) == files, said  # once per file
+    assert all("'México'" in l for l in said), said
+    tables = _tables(seen)
+    if command in ("audit", "riskbench") and not tables:  # given the path, the library reads it again: detected there too
+        assert str(seen["args"][0]).endswith(".csv"); return
+    assert tables and all("México" in set(t["native-country"].astype(str)) for t in tables), [t.shape for t in tables]
+    assert all("United “States”" in set(t["native-country"].astype(str)) for t in tables)
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_a_wrong_encoding_is_one_line_before_any_work(tmp_path, command, capsys, monkeypatch):
+    f = make_files(tmp_path); _cp1252(f)
+    block_all_work(monkeypatch)
+    one_line_error(capsys, argv_for(command, f, results="", extra=["--encoding", "utf-8"]), "as utf-8 text", "pass the file's encoding")
+    one_line_error(capsys, argv_for(command, f, results="", extra=["--encoding", "klingon"]), "encoding='klingon' is not a text encoding")
+
+
+def test_encoding_applies_to_files_only(capsys, monkeypatch):
+    block_all_work(monkeypatch)
+    one_line_error(capsys, ["vulnerable", "--dataset", "adult", "--encoding", "cp1252"], "--encoding='cp1252' applies to a --csv file")
+
+
+def test_a_given_encoding_is_used_and_not_said(tmp_path, capsys, monkeypatch, recwarn):
+    f = make_files(tmp_path); _cp1252(f)
+    seen = {}
+    def record(*a, **k):
+        seen.update(args=a, kw=k); raise WorkStarted("recorded")
+    stub_work(monkeypatch, "vulnerable", record)
+    code, _, err = run(capsys, argv_for("vulnerable", f, extra=["--encoding", "mac_roman"]))
+    assert code == 1 and "recorded" in err and not [w for w in recwarn if "not UTF-8" in str(w.message)], err
+    (t,) = _tables(seen)
+    got = set(t["native-country"].astype(str))
+    assert "United “States”" not in got and "United ìStatesî" in got, got  # mac_roman's letters for cp1252's bytes, as asked
