@@ -67,3 +67,37 @@ def test_a_given_encoding_is_used_and_not_said(tmp_path, capsys, monkeypatch, re
     (t,) = _tables(seen)
     got = set(t["native-country"].astype(str))
     assert "United “States”" not in got and "United ìStatesî" in got, got  # mac_roman's letters for cp1252's bytes, as asked
+
+
+# ---------------------------------------------------------------- numbers written as an export writes money and shares
+def _formatted(f: Files):
+    "'fnlwgt' as '$226,802' and 'hours-per-week' as '40%' in every file: text to pandas, numbers to a reader."
+    for p in (f.data, f.train, f.synth, f.control):
+        df = pd.read_csv(p)
+        df["fnlwgt"] = df["fnlwgt"].map(lambda v: f"${v:,}"); df["hours-per-week"] = df["hours-per-week"].map(lambda v: f"{v}%")
+        df.to_csv(p, index=False)
+
+
+@pytest.mark.parametrize("command", ["vulnerable", "nobox", "audit"])
+def test_formatted_numbers_reach_the_work_as_numbers(tmp_path, command, capsys, monkeypatch, recwarn):
+    f = make_files(tmp_path)
+    plain = pd.read_csv(f.data)
+    _formatted(f)
+    seen = {}
+    def record(*a, **k):
+        seen.update(args=a, kw=k); raise WorkStarted("recorded")
+    stub_work(monkeypatch, command, record)
+    code, _, err = run(capsys, argv_for(command, f, results=""))
+    assert "recorded" in err and code == 1, err
+    said = [str(w.message) for w in recwarn if "read as numbers, their currency signs" in str(w.message)]
+    assert said and all("'fnlwgt' ('$" in s and "'hours-per-week' ('" in s for s in said), said
+    tables = _tables(seen)
+    if command == "audit" and not tables:  # given the path, the library reads the file itself: as the command would
+        from achilles.core.data import load_dataset
+        assert str(seen["args"][0]).endswith(".csv"); tables = [load_dataset(seen["args"][0])[0]]
+    assert tables, seen
+    for t in tables:
+        assert pd.api.types.is_float_dtype(t["fnlwgt"]) and pd.api.types.is_float_dtype(t["hours-per-week"])
+    if command == "vulnerable":  # the data file itself: the numbers as written, the signs gone
+        assert tables[0]["fnlwgt"].tolist() == plain["fnlwgt"].astype(float).tolist()
+        assert tables[0]["hours-per-week"].tolist() == plain["hours-per-week"].astype(float).tolist()

@@ -534,8 +534,8 @@ _BINARY = ((b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Excel workbook (.xls)")
 
 def _utf16_without_mark(head: bytes) -> str | None:
     """'utf-16-le' or 'utf-16-be' when the first bytes are ASCII text in UTF-16 without its mark (a zero byte in every other place,
-    on one side), else None."""
-    b = head[:4096 - 4096 % 2]
+    on one side), judged on its first 4 KiB, else None."""
+    b = head[:4096]; b = b[:len(b) - len(b) % 2]  # whole pairs of bytes
     if len(b) < 8: return None
     even, odd = b[0::2], b[1::2]
     z_even, z_odd = even.count(0) / len(even), odd.count(0) / len(odd)
@@ -946,6 +946,26 @@ def sanity_check(df: pd.DataFrame,  # the table
 
 # %% ../../nbs/00_core/04_data.ipynb #bde64e98
 MAX_CODES = 20  # a column of whole numbers with at most this many distinct values is read as integer codes of a category
+_MONEY = "$€£¥"
+_FORMATTED = (r"^\s*[+-]?\s*[" + _MONEY + r"]?\s*[+-]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s*%?\s*[" + _MONEY + r"]?\s*$")
+_MARKED = r"[" + _MONEY + r"%]|\d,\d{3}(?:,\d{3})*\.\d|\d,\d{3},\d{3}"  # a sign, or thousands commas no decimal comma could be
+
+def _formatted_numbers(s: pd.Series) -> tuple[pd.Series | None, str | None, str | None]:
+    """For a text column of numbers written with currency signs, percent signs or thousands commas: (its numbers, an example,
+    None), when every value is such a number and some carry a mark (`_MARKED`); (None, an example, the other values) when the
+    others are a code (at most 3 texts, at most 30 % of the values, as `_text_codes`); else (None, None, None)."""
+    v = s.dropna()
+    if not len(v) or _is_numeric(s) or not all(isinstance(x, str) for x in _row_sample(v)): return None, None, None
+    t = v.astype(str)
+    ok = t.str.match(_FORMATTED).to_numpy()
+    marked = t[ok].str.contains(_MARKED)
+    if not marked.any(): return None, None, None
+    ex = t[ok][marked.to_numpy()].iloc[0]
+    if not ok.all():
+        odd = t[~ok].value_counts()
+        return (None, ex, list(odd.index)) if len(odd) <= 3 and (~ok).mean() <= 0.3 else (None, None, None)
+    num = pd.to_numeric(t.str.replace(r"[\s" + _MONEY + r"%,]", "", regex=True), errors="raise")
+    return num.reindex(s.index).astype("float64"), ex, None
 
 def prepare_table(df: pd.DataFrame,  # the table as read from its file
                   types: Mapping | None = None,  # declared column types (never overridden; '*' declares every column)
@@ -957,7 +977,7 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
     unknown = [k for k in keep if k not in df.columns]
     if unknown: raise ValueError(f"keep names column(s) {unknown} that the table does not have; its columns are {list(df.columns)[:20]}")
     out, set_types, ids, texts, dates, codes, commas = df.copy(), {}, [], [], [], [], []
-    comma_codes, na_like = set(), set()
+    comma_codes, na_like, formatted, almost = set(), set(), [], []
     for c in df.columns:
         s = df[c]
         if c in types and c in keep: continue
@@ -966,6 +986,11 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
             v = s.dropna().astype(str); v = v[~v.isin(codes_c)]
             if len(v) and v.str.match(_DECIMAL_COMMA).mean() >= 0.9:
                 commas.append(c); comma_codes.update(codes_c); continue
+        if types.get(c, CONTINUOUS) == CONTINUOUS and not _is_numeric(s) and len(s.dropna()):  # declared continuous: read so too
+            num, ex, odd = _formatted_numbers(s)
+            if num is not None:
+                out[c] = num; set_types[c] = CONTINUOUS; formatted.append((c, ex, float(num[s.astype(str) == ex].iloc[0]))); continue
+            if odd is not None: almost.append((c, ex, odd))
         if c not in types and not _is_numeric(s):
             na_like.update(t for t in NA_TEXTS if (s == t).any())
         if c not in keep and _looks_like_text(s): texts.append(c); continue
@@ -998,6 +1023,14 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
         notes.append(f"numbers with a decimal comma (e.g. {ex!r}), read as text: {name(commas)}; pass decimal=',' / --decimal ','"
                      + (f" (they also hold the text {' / '.join(repr(t) for t in extra)}: if that means missing, add {_na_hint(extra)})"
                         if extra else ""))
+    if formatted:
+        notes.append("read as numbers, their currency signs, percent signs and thousands commas removed (a percentage stays on its "
+                     "0-100 scale): " + ", ".join(f"{c!r} ({ex!r} -> {x:g})" for c, ex, x in formatted)
+                     + "; declare a column categorical (types / --types) to keep it as text")
+    for c, ex, odd in almost:
+        also = " / ".join(repr(o) for o in odd)
+        notes.append(f"column {c!r} holds numbers written like {ex!r} but also {also}, so it stays text (categories): if that "
+                     f"means missing, pass {_na_hint(odd)} and it is read as numbers; else correct those values")
     if na_like:
         found = sorted(na_like)
         notes.append(f"the text {' / '.join(repr(t) for t in found)} is read as a value, not as missing (only the empty cell means "
