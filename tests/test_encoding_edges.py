@@ -24,6 +24,7 @@ from achilles.core.data import HEAD_BYTES, _formatted_numbers, _head_text, _text
     (b"a\x00b\x00c\x00d\x00", "utf-16-le"),                  # 8 bytes: enough
     (b"a\x00b\x00c\x00", None),                              # 6 bytes: too few to tell
     (b"a\x00" * 10 + b"a", "utf-16-le"),                     # an odd byte at the end: the pairs before it count
+    (b"a\x00" * 9 + b"\x00", "utf-16-le"),                   # ... even a zero one, which would tip the other side over 5 %
     (bytes([0, 7, 7, 0]) + bytes(range(1, 256)) * 8, None),  # a few zeros on both sides: binary
 ])
 def test_utf16_without_its_mark(head, expected):
@@ -121,7 +122,17 @@ def test_formatted_numbers_at_their_bounds():
     assert _formatted_numbers(pd.Series(["5%"] * 7 + ["n/a"] * 3)) == (None, "5%", ["n/a"])  # 30 % of one text: named
     assert _formatted_numbers(pd.Series(["5%"] * 6 + ["n/a"] * 4)) == (None, None, None)  # 40 %: not a code, said elsewhere
     assert _formatted_numbers(pd.Series(["5%"] * 6 + ["a", "b", "c", "d"])) == (None, None, None)
-    assert _formatted_numbers(pd.Series(["5%", "x", "y", "z"] + ["6%"] * 10))[2] == ["x", "y", "z"]  # three texts: the most
+    assert sorted(_formatted_numbers(pd.Series(["5%", "x", "y", "z"] + ["6%"] * 10))[2]) == ["x", "y", "z"]  # three texts: the most
+    assert _formatted_numbers(pd.Series(["5%", "w", "x", "y", "z"] + ["6%"] * 10)) == (None, None, None)  # four (27 %): not a code
     assert _formatted_numbers(pd.Series([1.0, 2.0])) == (None, None, None)
     assert _formatted_numbers(pd.Series([None, None], dtype=object)) == (None, None, None)
     assert _formatted_numbers(pd.Series(["$1", 2], dtype=object)) == (None, None, None)  # not every value is text
+
+
+def test_a_declared_type_is_not_read_for_decimal_commas_but_for_missing_texts():
+    from achilles.core.data import prepare_table
+    df = pd.DataFrame({"w": [f"{i % 5},5" for i in range(30)], "g": ["a", "NA"] * 15})
+    out, set_types, notes = prepare_table(df, types={"w": "categorical", "g": "categorical"})
+    assert out["w"].iloc[1] == "1,5" and set_types == {} and not any("decimal comma" in n for n in notes)
+    assert [n for n in notes if "the text 'NA' is read as a value" in n], notes  # a type says nothing of what means missing
+    assert any("decimal comma" in n for n in prepare_table(df)[2])

@@ -991,7 +991,7 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
             if num is not None:
                 out[c] = num; set_types[c] = CONTINUOUS; formatted.append((c, ex, float(num[s.astype(str) == ex].iloc[0]))); continue
             if odd is not None: almost.append((c, ex, odd))
-        if c not in types and not _is_numeric(s):
+        if not _is_numeric(s):  # declared or not: a type says nothing of which texts mean missing
             na_like.update(t for t in NA_TEXTS if (s == t).any())
         if c not in keep and _looks_like_text(s): texts.append(c); continue
         if c not in keep and _looks_like_id(s, c): ids.append(c); continue
