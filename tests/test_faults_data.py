@@ -310,3 +310,44 @@ def test_small_degrees_still_work(adult):
             assert len(g.fit(train, rng=0).sample(20, rng=1)) == 20
     with pytest.raises(ValueError, match="histogram_bins"):
         BayNet(schema, degree=1, histogram_bins=20_000).fit(train, rng=0)
+
+
+# ---------------------------------------------------------------- prepare_table's rules at their edges (the mutants of 2026-12-07)
+def test_keep_keeps_a_column_and_its_type_rules_still_apply():
+    from achilles.core.data import prepare_table
+    dates = pd.Series(pd.date_range("2021-01-01", periods=40).astype(str))
+    df = pd.DataFrame({"when": dates, "a": ["x", "y"] * 20, "id": [f"P{i:03d}" for i in range(40)]})
+    out, set_types, _ = prepare_table(df, keep=["when"])  # 40 distinct dates: an identifier, unless kept; kept, still a date
+    assert set_types.get("when") == "continuous" and out["when"].iloc[0] == 18628.0 and "id" not in out
+    out, set_types, _ = prepare_table(df, types={"a": "categorical"}, keep=["a"])  # declared and kept: the next columns still prepared
+    assert list(out.columns) == ["a"] and "when" not in set_types  # 'when' and 'id' left out as identifiers, after 'a'
+
+
+def test_decimal_commas_and_dates_at_ninety_percent():
+    from achilles.core.data import prepare_table
+    commas = pd.DataFrame({"w": [f"{i % 7},5" for i in range(36)] + ["a", "b", "c", "d"]})  # 36 of 40: 90 %, four texts (no code)
+    assert any("decimal comma" in n for n in prepare_table(commas)[2])
+    commas.loc[35, "w"] = "e"  # 35 of 40
+    assert not any("decimal comma" in n for n in prepare_table(commas)[2])
+    days = [str(d.date()) for d in pd.date_range("2021-01-01", periods=9)]
+    df = pd.DataFrame({"d": days * 4 + ["soon", "later", "never", "maybe"]})  # 36 of 40 parse as dates: 90 %
+    out, set_types, _ = prepare_table(df)
+    assert set_types == {"d": "continuous"} and int(out["d"].isna().sum()) == 4
+    df.loc[0, "d"] = "someday"  # 35 of 40
+    assert prepare_table(df)[1] == {}
+
+
+def test_integer_codes_at_their_bounds():
+    from achilles.core.data import prepare_table
+    n = 40
+    codes = lambda k, top=None: pd.Series([i % k for i in range(n)] if top is None else [top if i == 0 else i % k for i in range(n)])
+    assert prepare_table(pd.DataFrame({"c": codes(2)}))[1] == {"c": "categorical"}  # two values: the fewest
+    assert prepare_table(pd.DataFrame({"c": codes(20)}))[1] == {"c": "categorical"}  # MAX_CODES values: the most
+    assert prepare_table(pd.DataFrame({"c": codes(21)}))[1] == {}
+    assert prepare_table(pd.DataFrame({"c": codes(5, top=999)}))[1] == {"c": "categorical"}  # under 1,000
+    assert prepare_table(pd.DataFrame({"c": codes(5, top=1000)}))[1] == {}  # an amount, not a code
+    whole_floats = pd.DataFrame({"c": [float(i % 3 + 1) for i in range(n)]})  # read as 1.0, 2.0: no missing value, left as read
+    assert prepare_table(whole_floats)[0]["c"].dtype == np.float64
+    holes = whole_floats.copy(); holes.loc[0, "c"] = np.nan  # pandas reads whole numbers with a gap as floats: codes 1, 2, 3 again
+    out = prepare_table(holes)[0]["c"]
+    assert str(out.dtype) == "Int64" and out.isna().sum() == 1 and out.iloc[1] == 2
