@@ -136,3 +136,10 @@ def test_a_declared_type_is_not_read_for_decimal_commas_but_for_missing_texts():
     assert out["w"].iloc[1] == "1,5" and set_types == {} and not any("decimal comma" in n for n in notes)
     assert [n for n in notes if "the text 'NA' is read as a value" in n], notes  # a type says nothing of what means missing
     assert any("decimal comma" in n for n in prepare_table(df)[2])
+
+
+def test_the_formatted_numbers_line_shows_its_example_and_its_number():
+    from achilles.core.data import prepare_table
+    out, set_types, notes = prepare_table(pd.DataFrame({"m": ["$5", "7", "8"] * 1 + ["9"] * 5}))  # the example occurs once
+    assert set_types == {"m": "continuous"} and out["m"].tolist() == [5.0, 7.0, 8.0] + [9.0] * 5
+    assert [n for n in notes if "'m' ('$5' -> 5)" in n], notes
