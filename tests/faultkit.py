@@ -42,6 +42,21 @@ def stub_work(monkeypatch, command, fn=None):
     monkeypatch.setattr(obj, name, fn or started)
 
 
+def record_work(monkeypatch, command) -> dict:
+    "Stub `command`'s work with one that records its arguments (`args`, `kw` of the dict returned) and raises `WorkStarted`."
+    seen = {}
+    def record(*a, **k):
+        seen.update(args=a, kw=k); raise WorkStarted("recorded")
+    stub_work(monkeypatch, command, record)
+    return seen
+
+
+def work_tables(seen: dict) -> list:
+    "The DataFrames a recorded work call received: positional, keyword, or the first of a keyword's tuple."
+    tables = [x for x in list(seen["args"]) + list(seen["kw"].values()) if isinstance(x, pd.DataFrame)]
+    return tables + [x[0] for x in seen["kw"].values() if isinstance(x, tuple) and x and isinstance(x[0], pd.DataFrame)]
+
+
 def block_all_work(monkeypatch):
     for c in WORK: stub_work(monkeypatch, c)
 

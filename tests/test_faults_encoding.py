@@ -5,7 +5,7 @@ any work."""
 import pandas as pd
 import pytest
 
-from faultkit import Files, WorkStarted, argv_for, block_all_work, make_files, one_line_error, run, stub_work
+from faultkit import Files, argv_for, block_all_work, make_files, one_line_error, record_work, run, work_tables
 
 READERS = ["vulnerable", "nobox", "kde", "riskbench", "audit", "report"]
 
@@ -18,25 +18,17 @@ def _cp1252(f: Files):
         p.write_bytes(df.to_csv(index=False).encode("cp1252"))
 
 
-def _tables(seen) -> list:
-    tables = [x for x in list(seen["args"]) + list(seen["kw"].values()) if isinstance(x, pd.DataFrame)]
-    return tables + [x[0] for x in seen["kw"].values() if isinstance(x, tuple) and x and isinstance(x[0], pd.DataFrame)]
-
-
 @pytest.mark.parametrize("command", READERS)
 def test_every_command_reads_a_cp1252_file_and_says_so(tmp_path, command, capsys, monkeypatch, recwarn):
     f = make_files(tmp_path); _cp1252(f)
-    seen = {}
-    def record(*a, **k):
-        seen.update(args=a, kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, command, record)
+    seen = record_work(monkeypatch, command)
     code, _, err = run(capsys, argv_for(command, f, results=""))
     assert "recorded" in err and code == 1, err  # it reached the work: every file was read
     said = [str(w.message) for w in recwarn if "is not UTF-8: read as cp1252" in str(w.message)]  # the CLI prints what it records
     files = 1 if command in ("vulnerable", "riskbench", "audit", "report") else 3
     assert len(said) == files and len(set(said)) == files, said  # once per file
     assert all("'México'" in l for l in said), said
-    tables = _tables(seen)
+    tables = work_tables(seen)
     if command in ("audit", "riskbench") and not tables:  # given the path, the library reads it again: detected there too
         assert str(seen["args"][0]).endswith(".csv"); return
     assert tables and all("México" in set(t["native-country"].astype(str)) for t in tables), [t.shape for t in tables]
@@ -58,13 +50,10 @@ def test_encoding_applies_to_files_only(capsys, monkeypatch):
 
 def test_a_given_encoding_is_used_and_not_said(tmp_path, capsys, monkeypatch, recwarn):
     f = make_files(tmp_path); _cp1252(f)
-    seen = {}
-    def record(*a, **k):
-        seen.update(args=a, kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, "vulnerable", record)
+    seen = record_work(monkeypatch, "vulnerable")
     code, _, err = run(capsys, argv_for("vulnerable", f, extra=["--encoding", "mac_roman"]))
     assert code == 1 and "recorded" in err and not [w for w in recwarn if "not UTF-8" in str(w.message)], err
-    (t,) = _tables(seen)
+    (t,) = work_tables(seen)
     got = set(t["native-country"].astype(str))
     assert "United “States”" not in got and "United ìStatesî" in got, got  # mac_roman's letters for cp1252's bytes, as asked
 
@@ -83,15 +72,12 @@ def test_formatted_numbers_reach_the_work_as_numbers(tmp_path, command, capsys, 
     f = make_files(tmp_path)
     plain = pd.read_csv(f.data)
     _formatted(f)
-    seen = {}
-    def record(*a, **k):
-        seen.update(args=a, kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, command, record)
+    seen = record_work(monkeypatch, command)
     code, _, err = run(capsys, argv_for(command, f, results=""))
     assert "recorded" in err and code == 1, err
     said = [str(w.message) for w in recwarn if "read as numbers, their currency signs" in str(w.message)]
     assert said and all("'fnlwgt' ('$" in s and "'hours-per-week' ('" in s for s in said), said
-    tables = _tables(seen)
+    tables = work_tables(seen)
     if command == "audit" and not tables:  # given the path, the library reads the file itself: as the command would
         from achilles.core.data import load_dataset
         assert str(seen["args"][0]).endswith(".csv"); tables = [load_dataset(seen["args"][0])[0]]

@@ -14,7 +14,7 @@ import pytest
 
 from achilles import cli
 from achilles.core.results import ResultsStore
-from faultkit import Files, WorkStarted, argv_for, block_all_work, make_files, one_line_error, run, stub_work
+from faultkit import Files, argv_for, block_all_work, make_files, one_line_error, record_work, run, stub_work, work_tables
 from helpers import wait_rows
 
 ACHILLES = str(Path(sys.executable).parent / "achilles")
@@ -34,14 +34,10 @@ def _semicolons(f: Files):
 @pytest.mark.parametrize("command", READERS)
 def test_a_semicolon_file_is_read_with_its_separator(f, command, capsys, monkeypatch):
     _semicolons(f)
-    seen = {}
-    def record(*a, **k):
-        seen.update(args=a, kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, command, record)
+    seen = record_work(monkeypatch, command)
     code, _, err = run(capsys, argv_for(command, f, results=""))
     assert "recorded" in err and code == 1, err  # it reached the work: the file was read
-    tables = [x for x in list(seen["args"]) + list(seen["kw"].values()) if isinstance(x, pd.DataFrame)]
-    tables += [x[0] for x in seen["kw"].values() if isinstance(x, tuple) and x and isinstance(x[0], pd.DataFrame)]
+    tables = work_tables(seen)
     if command in ("audit", "riskbench"):  # given the path, the library reads it: it must be a ','-file or a table
         assert tables or not str(seen["args"][0]).endswith(".csv")
     assert all(t.shape[1] == 15 for t in tables) and tables, [t.shape for t in tables]
@@ -181,10 +177,7 @@ def test_a_rerun_says_nothing_new_was_stored(f, capsys):
 
 @pytest.mark.parametrize("command", ["attack", "nobox", "kde", "riskbench", "audit", "report"])
 def test_an_empty_results_path_means_store_nothing(f, command, capsys, monkeypatch):
-    seen = {}
-    def record(*a, **k):
-        seen.update(kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, command, record)
+    seen = record_work(monkeypatch, command)
     before = f.snapshot()
     code, _, err = run(capsys, argv_for(command, f, results=""))
     assert "recorded" in err, err  # no error about the store: '' is accepted
