@@ -12,7 +12,7 @@ import pytest
 
 from achilles.core.data import DataWarning, Schema, load_adult, load_csv
 from achilles.core.results import RiskResult
-from faultkit import Files, WorkStarted, argv_for, block_all_work, make_files, one_line_error, run, stub_work
+from faultkit import Files, argv_for, block_all_work, make_files, one_line_error, record_work, run
 
 
 @pytest.fixture
@@ -103,18 +103,9 @@ def test_a_fair_release_gets_no_warning(parts):
 
 
 # ---------------------------------------------------------------- an option is honoured, or refused: never ignored
-def _capture(monkeypatch, command):
-    "Stub `command`'s work so that it records its arguments and stops."
-    seen = {}
-    def record(*a, **k):
-        seen.update(args=a, kw=k); raise WorkStarted("recorded")
-    stub_work(monkeypatch, command, record)
-    return seen
-
-
 @pytest.mark.parametrize("command", ["vulnerable", "attack", "audit", "riskbench"])
 def test_types_are_honoured_for_a_bundled_dataset(command, capsys, monkeypatch, f):
-    seen = _capture(monkeypatch, command)
+    seen = record_work(monkeypatch, command)
     argv = [a for a in argv_for(command, f, results="") if a not in ("--csv", str(f.data))]
     run(capsys, argv + ["--dataset", "adult", "--types", "age:categorical"])
     schema = seen["args"][1] if command == "vulnerable" else (seen["kw"].get("population", (None, None))[1] if command == "attack"
@@ -213,7 +204,7 @@ def test_a_schema_from_other_data_is_said(entry):
 @pytest.mark.parametrize("command", ["audit", "riskbench"])
 @pytest.mark.parametrize("source", ["--dataset adult", "--csv", "--csv --types"])
 def test_results_name_the_data(f, command, source, capsys, monkeypatch):
-    seen = _capture(monkeypatch, command)
+    seen = record_work(monkeypatch, command)
     argv = [a for a in argv_for(command, f, results="") if a not in ("--csv", str(f.data))]
     extra = {"--dataset adult": ["--dataset", "adult"], "--csv": ["--csv", f.data],
              "--csv --types": ["--csv", f.data, "--types", "age:categorical"]}[source]
