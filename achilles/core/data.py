@@ -843,8 +843,11 @@ def _text_codes(s: pd.Series, most: int = 3, share: float = 0.3) -> tuple[list, 
     would; and that share. ([], 0.0) for any other column."""
     if _is_numeric(s): return [], 0.0
     v = s.dropna()
-    if not len(v) or not all(isinstance(x, str) for x in _row_sample(v)): return [], 0.0
-    counts = v.astype(str).value_counts()
+    smp = _row_sample(v)
+    if not len(v) or not all(isinstance(x, str) for x in smp): return [], 0.0
+    smp = smp.astype(str)
+    if (smp.str.match(_NUMBER_TEXT) | smp.str.match(_DECIMAL_COMMA)).mean() < 0.5: return [], 0.0  # mostly not numbers: no code
+    counts = v.astype(str).value_counts()  # (the rule needs 70 % numbers; the evenly spaced sample is the column up to 2,000 rows)
     vals = counts.index.to_series()
     num = (vals.str.match(_NUMBER_TEXT) | vals.str.match(_DECIMAL_COMMA)).to_numpy()
     codes = counts[~num]
@@ -956,11 +959,16 @@ def _formatted_numbers(s: pd.Series) -> tuple[pd.Series | None, str | None, str 
     others are a code (at most 3 texts, at most 30 % of the values, as `_text_codes`); else (None, None, None)."""
     v = s.dropna()
     if not len(v) or _is_numeric(s) or not all(isinstance(x, str) for x in _row_sample(v)): return None, None, None
+    if _row_sample(v).astype(str).str.match(_FORMATTED).mean() < 0.5: return None, None, None  # (as `_text_codes`: the rule needs 70 %)
     t = v.astype(str)
     ok = t.str.match(_FORMATTED).to_numpy()
-    marked = t[ok].str.contains(_MARKED)
-    if not marked.any(): return None, None, None
-    ex = t[ok][marked.to_numpy()].iloc[0]
+    smp = _row_sample(t[ok])
+    hit = smp[smp.str.contains(_MARKED).to_numpy()]  # a marked value in the sample spares the pass over every row
+    if len(hit): ex = hit.iloc[0]
+    else:
+        marked = t[ok].str.contains(_MARKED).to_numpy()
+        if not marked.any(): return None, None, None
+        ex = t[ok][marked].iloc[0]
     if not ok.all():
         odd = t[~ok].value_counts()
         return (None, ex, list(odd.index)) if len(odd) <= 3 and (~ok).mean() <= 0.3 else (None, None, None)
@@ -989,10 +997,10 @@ def prepare_table(df: pd.DataFrame,  # the table as read from its file
         if types.get(c, CONTINUOUS) == CONTINUOUS and not _is_numeric(s) and len(s.dropna()):  # declared continuous: read so too
             num, ex, odd = _formatted_numbers(s)
             if num is not None:
-                out[c] = num; set_types[c] = CONTINUOUS; formatted.append((c, ex, float(num[s.astype(str) == ex].iloc[0]))); continue
+                out[c] = num; set_types[c] = CONTINUOUS; formatted.append((c, ex, float(re.sub(r"[\s" + _MONEY + r"%,]", "", ex)))); continue
             if odd is not None: almost.append((c, ex, odd))
         if not _is_numeric(s):  # declared or not: a type says nothing of which texts mean missing
-            na_like.update(t for t in NA_TEXTS if (s == t).any())
+            na_like.update(str(t) for t in pd.unique(s[s.isin(NA_TEXTS)]))
         if c not in keep and _looks_like_text(s): texts.append(c); continue
         if c not in keep and _looks_like_id(s, c): ids.append(c); continue
         if c in types and not (types[c] == CONTINUOUS and not _is_numeric(s)): continue  # a declared type is never overridden
