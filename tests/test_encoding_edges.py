@@ -143,3 +143,27 @@ def test_the_formatted_numbers_line_shows_its_example_and_its_number():
     out, set_types, notes = prepare_table(pd.DataFrame({"m": ["$5", "7", "8"] * 1 + ["9"] * 5}))  # the example occurs once
     assert set_types == {"m": "continuous"} and out["m"].tolist() == [5.0, 7.0, 8.0] + [9.0] * 5
     assert [n for n in notes if "'m' ('$5' -> 5)" in n], notes
+
+
+def test_the_sample_rejects_a_column_only_below_half_numbers():
+    "Over 2,000 rows the rules look at an evenly spaced sample first: a sample with half numbers goes on to the whole column."
+    from achilles.core.data import _row_sample
+    n = 4000
+    vals = ["NA" if i % 4 == 0 else str(i) for i in range(n)]  # 25 % 'NA' in all
+    s = pd.Series(vals)
+    smp = _row_sample(s)
+    assert (smp == "NA").mean() == 0.5  # the sample (every other row) holds half of them
+    assert _text_codes(s) == (["NA"], 0.25)
+    s2 = pd.Series(["NA" if i % 4 in (0, 2) and i % 8 != 2 else str(i) for i in range(n)])  # the sample under half numbers
+    assert (_row_sample(s2).str.match(r"^\d+$")).mean() < 0.5 and _text_codes(s2) == ([], 0.0)
+
+
+def test_formatted_numbers_past_the_sample():
+    "Over 2,000 rows: half the sample formatted goes on to the whole column; a mark the sample misses is still found."
+    n = 4000
+    s = pd.Series(["n/a" if i % 4 == 0 else f"${i:,}" for i in range(n)])  # the sample (every other row) half 'n/a'; 25 % in all
+    num, ex, odd = _formatted_numbers(s)
+    assert num is None and ex == "$1" and odd == ["n/a"]
+    plain = pd.Series(["$7" if i == 1 else str(i % 50) for i in range(n)])  # one marked value, on a row the sample skips
+    num, ex, odd = _formatted_numbers(plain)
+    assert ex == "$7" and odd is None and num.iloc[1] == 7.0 and num.iloc[2] == 2.0
