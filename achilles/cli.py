@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .core.data import DATASETS, _sniff_sep, check_encoding, detect_encoding, detect_sep, load_dataset, parse_types
+from .core.data import DATASETS, _sniff_sep, check_encoding, dataset_label, detect_encoding, detect_sep, load_dataset, parse_types
 from .core.registry import parse_params
 from .core.runtime import (WriteError, atomic_write, check_writable, csv_bytes, escape_controls, ignore_sigint, is_within,
                                    same_file)
@@ -393,13 +393,13 @@ def cmd_riskbench(args) -> int:
     levels = _numbers("--levels", args.levels) if args.levels is not None else None
     store = open_store(args.results, _inputs(args))
     df, schema = _load(args)  # --csv with --types and --sep, or --dataset with --types: checked before any work
-    data = _by_name(args, df)  # the name where it alone gives this table (rows say "adult", "file:x.csv"), else the table
+    name = _name_of(args)  # the rows say "adult", "file:x.csv" where that alone gives this table (read once, here)
     dataset = args.csv or args.dataset
     n_train = f"{default_sizes(len(df), args.n_train)['train']:,}"  # the size used; one the table cannot hold is an error, now
     print(f"achilles riskbench: {dataset}, risk model {args.risk_model}, generator {args.generator or 'none'}, "
           f"{args.replicates} replicate(s), n_train {n_train}, seed {args.seed}", flush=True)
     t0 = time.perf_counter()
-    rows = run_riskbench(data, args.risk_model, schema=None if isinstance(data, str) else schema, generator=args.generator, generator_params=parse_params(args.params), levels=levels,
+    rows = run_riskbench(df, args.risk_model, schema=schema, name=name, generator=args.generator, generator_params=parse_params(args.params), levels=levels,
                          metrics=args.metrics, replicates=args.replicates, n_train=args.n_train, secret=args.secret,
                          model_params=parse_params(args.model_params), utility=not args.no_utility, data_path=args.path,
                          store=store, rng=args.seed, n_jobs=args.jobs, verbose=not args.quiet)
@@ -423,12 +423,13 @@ def _records(text) -> int | str | list:
         raise ValueError(f"--records={text!r} must be 'all', a number of records (1 or more), or row ids separated by commas")
     return int(text)
 
-def _by_name(args, df):
-    "What the library should load: the dataset's name where that alone gives the same table (so results name the data), else the table itself."
+def _name_of(args) -> str | None:
+    """What results call the data where its name alone gives the same table ('adult', 'file:x.csv'), else None (the library then
+    names the table by its fingerprint). The table itself is read once, by `_load`, and handed to the library: never read twice."""
     csv = getattr(args, "csv", None)
-    if getattr(args, "types", None) or getattr(args, "sep", None) not in (None, ",") or getattr(args, "encoding", None): return df
-    if csv: return str(csv) if detect_sep(csv) == "," else df
-    return args.dataset if args.path is None else df
+    if getattr(args, "types", None) or getattr(args, "sep", None) not in (None, ",") or getattr(args, "encoding", None): return None
+    if csv: return dataset_label(str(csv)) if detect_sep(csv) == "," else None
+    return args.dataset if args.path is None else None
 
 def cmd_audit(args) -> int:
     "Audit every record of a release with one shared pool of shadow datasets; print the risk distribution and the riskiest records."
@@ -443,7 +444,7 @@ def cmd_audit(args) -> int:
     if order is None: raise ValueError(f"--order={args.order!r} must be 'auto' or a number of attributes (0, 1, 2, 3, …)")
     name = f"file:{Path(args.csv).name}" if getattr(args, "csv", None) else args.dataset
     release = _release_file(args, df, schema) if args.release_file else None
-    rows = audit(_by_name(args, df), generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
+    rows = audit(df, generator, records=records, design=args.design, n_datasets=args.n_datasets, n_in=args.n_in,
                  max_in=args.max_in, copies=args.copies, focal=args.focal, dataset_size=args.dataset_size, release_size=args.release_size, release=release, fdr=args.fdr,
                  generator_params=gparams, schema=schema, attacks=args.attacks or DEFAULT_ATTACKS, order=order, subsets=args.subsets,
                  classifier=args.classifier, folds=args.folds, interval=args.interval,

@@ -2,6 +2,8 @@
 Western European offices, stopped every command with pandas' `UnicodeDecodeError` at its first accented letter. Now each command
 reads it, says once per file how, and hands its work the values as written; `--encoding` chooses another, and is checked before
 any work."""
+import re
+
 import pandas as pd
 import pytest
 
@@ -29,8 +31,6 @@ def test_every_command_reads_a_cp1252_file_and_says_so(tmp_path, command, capsys
     assert len(said) == files and len(set(said)) == files, said  # once per file
     assert all("'México'" in l for l in said), said
     tables = work_tables(seen)
-    if command in ("audit", "riskbench") and not tables:  # given the path, the library reads it again: detected there too
-        assert str(seen["args"][0]).endswith(".csv"); return
     assert tables and all("México" in set(t["native-country"].astype(str)) for t in tables), [t.shape for t in tables]
     assert all("United “States”" in set(t["native-country"].astype(str)) for t in tables)
 
@@ -87,3 +87,35 @@ def test_formatted_numbers_reach_the_work_as_numbers(tmp_path, command, capsys, 
     if command == "vulnerable":  # the data file itself: the numbers as written, the signs gone
         assert tables[0]["fnlwgt"].tolist() == plain["fnlwgt"].astype(float).tolist()
         assert tables[0]["hours-per-week"].tolist() == plain["hours-per-week"].astype(float).tolist()
+
+
+@pytest.mark.parametrize("command", ["audit", "riskbench"])
+def test_the_file_is_read_once_and_the_rows_keep_its_name(tmp_path, command, capsys, monkeypatch):
+    """The CLI reads the file and hands the table to the library with its name; before, given a plain CSV it passed the path and
+    the library read (and checked the encoding of) the whole file a second time."""
+    import achilles.core.data as data
+    f = make_files(tmp_path)
+    reads = []
+    real = data.load_csv
+    monkeypatch.setattr(data, "load_csv", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    seen = record_work(monkeypatch, command)
+    code, _, err = run(capsys, argv_for(command, f, results=""))
+    assert code == 1 and "recorded" in err, err
+    assert reads == [str(f.data)], reads  # once, by the CLI
+    (table,) = work_tables(seen)
+    assert table.shape == (300, 15) and seen["kw"]["name"] == "file:data.csv" and seen["kw"]["schema"] is not None
+
+
+def test_riskbench_run_id_is_the_one_the_library_gives_the_path(tmp_path, capsys):
+    "A store written before (the library given the path) is resumed now: the CLI's table and name give the same run id."
+    from achilles.experiments.riskbench import run_riskbench
+    f = make_files(tmp_path)
+    code, out, err = run(capsys, argv_for("riskbench", f, results=""))
+    assert code == 0, err
+    cli_run = re.search(r"\(kind metric, run ([0-9a-f]{16})\)", out).group(1)
+    rows = run_riskbench(str(f.data), "leaky", metrics="ims", levels=[0, 1], utility=False, verbose=False)
+    assert rows["run_id"].iloc[0] == cli_run and rows["dataset"].iloc[0] == "file:data.csv"
+    renamed = run_riskbench(pd.read_csv(f.data), "leaky", metrics="ims", levels=[0, 1], utility=False, verbose=False, name="mine")
+    assert renamed["dataset"].iloc[0] == "mine" and renamed["run_id"].iloc[0] != cli_run
+    with pytest.raises(ValueError, match="name=''"):
+        run_riskbench(pd.read_csv(f.data), "leaky", metrics="ims", levels=[0, 1], utility=False, verbose=False, name="")

@@ -557,12 +557,14 @@ def _canary_summary(unit: pd.DataFrame, chance: float) -> list:
     return out
 
 # %% ../../nbs/40_experiments/42_riskbench.ipynb #aa88c4fb
-def _load(dataset, data_path, schema):
+def _load(dataset, data_path, schema, name=None):
+    if name is not None and not (isinstance(name, str) and name.strip()):
+        raise ValueError(f"name={name!r} must be a non-empty string (what the rows call the data), or None")
     if isinstance(dataset, pd.DataFrame):
         schema = schema if schema is not None else Schema.from_dataframe(dataset)
-        return dataset.reset_index(drop=True), schema, f"frame:{table_fingerprint(dataset, schema)}"
+        return dataset.reset_index(drop=True), schema, name or f"frame:{table_fingerprint(dataset, schema)}"
     df, sch = load_dataset(dataset, path=data_path)
-    return df, (schema if schema is not None else sch), dataset_label(dataset)
+    return df, (schema if schema is not None else sch), name or dataset_label(dataset)
 
 def _check_generator(model, risk_model, generator, gparams):
     if model.needs_generator and generator is None:
@@ -593,6 +595,7 @@ def run_riskbench(dataset="adult",  # "adult", "census", a CSV path, or a DataFr
                   utility: bool = True,  # also score each release's utility (App. G's MLE)
                   data_path=None,  # where a non-bundled dataset lives (the census file)
                   schema: Schema | None = None,
+                  name: str | None = None,  # what the rows call the data (default: its dataset name, 'file:<file name>' for a CSV path, 'frame:<fingerprint>' for a DataFrame)
                   store=None,  # a ResultsStore or a path to one (None: keep nothing)
                   rng: int = 0,  # the seed (an int, so that a rerun finds its rows)
                   n_jobs: int | None = 1,  # parallel tasks (processes)
@@ -614,7 +617,7 @@ def run_riskbench(dataset="adult",  # "adult", "census", a CSV path, or a DataFr
     if canary:
         bad = [l for l, (n, _) in specs.items() if n not in _AIA]
         if bad: raise ValueError(f"the canary model runs attribute inference attacks only ({', '.join(_AIA)}); not {bad}")
-    df, schema, label = _load(dataset, data_path, schema)
+    df, schema, label = _load(dataset, data_path, schema, name)
     if secret is not None and secret not in schema.names: raise ValueError(f"secret={secret!r} is not a column; choose one of {schema.names}")
     if canary: secret = secret if secret is not None else model.secret_of(schema)
     sizes = default_sizes(len(df), n_train) if sizes is None else dict(sizes)
