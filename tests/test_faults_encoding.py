@@ -119,3 +119,26 @@ def test_riskbench_run_id_is_the_one_the_library_gives_the_path(tmp_path, capsys
     assert renamed["dataset"].iloc[0] == "mine" and renamed["run_id"].iloc[0] != cli_run
     with pytest.raises(ValueError, match="name=''"):
         run_riskbench(pd.read_csv(f.data), "leaky", metrics="ims", levels=[0, 1], utility=False, verbose=False, name="")
+
+
+@pytest.mark.parametrize("command", ["audit", "riskbench"])
+def test_na_values_and_keep_reach_the_library(tmp_path, command, capsys, monkeypatch):
+    """`--na-values` and `--keep` are how the CLI reads the file, and the library gets that table. Before, a comma-separated file
+    without --types, --sep or --encoding went to the library by its path and was read again without them: `NA` became a category
+    (the numeric column read as categories) and the kept identifier was left out."""
+    import numpy as np
+    rng = np.random.default_rng(0); n = 300
+    d = pd.DataFrame({"pid": [f"P{i:05d}" for i in range(n)], "a": rng.choice(["x", "y"], n),
+                      "b": rng.integers(0, 50, n).astype(float), "c": rng.choice(["p", "q"], n)})
+    d.loc[:20, "b"] = np.nan
+    path = tmp_path / "clinic.csv"; d.to_csv(path, index=False, na_rep="NA")
+    seen = record_work(monkeypatch, command)
+    argv = {"audit": ["audit", "--csv", path, "--records", "4", "--n-datasets", "40", "--dataset-size", "50", "--cache-dir", "",
+                      "--quiet", "--results", ""],
+            "riskbench": ["riskbench", "--csv", path, "--metrics", "ims", "--no-utility", "--levels", "0,1", "--quiet", "--results", ""]}
+    code, _, err = run(capsys, argv[command] + ["--na-values", "NA", "--keep", "pid"])
+    assert code == 1 and "recorded" in err, err
+    (table,) = work_tables(seen)
+    assert "pid" in table.columns, table.columns
+    assert pd.api.types.is_float_dtype(table["b"]) and int(table["b"].isna().sum()) == 21, table["b"].dtype
+    assert table["b"].dropna().tolist() == d["b"].dropna().tolist() and seen["kw"]["name"] == "file:clinic.csv"
