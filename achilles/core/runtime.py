@@ -14,8 +14,8 @@ from .validate import check_n_jobs, resolve_n_jobs
 # %% auto #0
 __all__ = ['M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'KEEP_TRIM', 'KEEP_MMAP', 'FORMULA_START', 'WriteError', 'current_umask',
            'file_mode', 'atomic_write', 'file_sha256', 'same_file', 'is_within', 'check_writable', 'available_memory',
-           'check_memory', 'scratch', 'keep_freed_memory', 'escape_controls', 'spreadsheet_safe', 'csv_bytes',
-           'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
+           'check_memory', 'scratch', 'keep_freed_memory', 'return_freed_memory', 'escape_controls', 'spreadsheet_safe',
+           'csv_bytes', 'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
 class WriteError(OSError):
@@ -152,21 +152,33 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's `mallopt` parameters
 KEEP_TRIM, KEEP_MMAP = 256 << 20, 32 << 20  # 32 MiB: glibc's largest mmap threshold on a 64-bit machine
 _MALLOC_KEPT = False
 
+def _glibc(name: str):
+    "glibc's function `name` (ctypes), or None where there is none to call (not Linux, no C library to load, or not glibc: musl)."
+    if not sys.platform.startswith("linux"): return None
+    import ctypes, ctypes.util
+    try: libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError: return None  # no C library by that name to load
+    return getattr(libc, name, None)
+
 def keep_freed_memory() -> bool:
     """Let this process reuse the memory it frees instead of returning it to the OS at once: glibc's trim threshold to 256 MiB and
     its mmap threshold to 32 MiB (once per process). True where they are set (glibc); False elsewhere (macOS, Windows, musl), where
     there is nothing to set."""
     global _MALLOC_KEPT
     if _MALLOC_KEPT: return True
-    if not sys.platform.startswith("linux"): return False
-    import ctypes, ctypes.util
-    name = ctypes.util.find_library("c") or "libc.so.6"
-    try: libc = ctypes.CDLL(name)
-    except OSError: return False  # no C library by that name to load: nothing to set
-    mallopt = getattr(libc, "mallopt", None)
+    mallopt = _glibc("mallopt")
     if mallopt is None: return False  # not glibc (musl has no mallopt)
     _MALLOC_KEPT = bool(mallopt(M_TRIM_THRESHOLD, KEEP_TRIM)) & bool(mallopt(M_MMAP_THRESHOLD, KEEP_MMAP))
     return _MALLOC_KEPT
+
+# %% ../../nbs/00_core/03_runtime.ipynb #d8e6e9e4
+def return_freed_memory() -> bool:
+    """Return the memory this process has freed to the OS now (glibc's `malloc_trim(0)`), after a phase that freed much and will not
+    need it again. True where glibc was asked; False elsewhere (macOS, Windows, musl), where there is nothing to call."""
+    trim = _glibc("malloc_trim")
+    if trim is None: return False
+    trim(0)
+    return True
 
 # %% ../../nbs/00_core/03_runtime.ipynb #d419261c
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -20,7 +20,7 @@ from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
 from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflation
 from ..core.rng import seed_child, seed_root
-from ..core.runtime import keep_freed_memory, limit_threads, progress, scratch
+from ..core.runtime import keep_freed_memory, limit_threads, progress, return_freed_memory, scratch
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
 from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
@@ -711,7 +711,7 @@ def population_stack(pm: PoolModel, pool: PopulationPool, cache_dir=None, n_jobs
 # %% ../../nbs/30_attacks/34_audit.ipynb #a934a4ed
 def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo, attacks, classifier, folds, screen, delta, sel, store,
                      run, meta, root, n_jobs, verbose, times, chunk=None, ref=None, gh=None, stack=True, null_fits=200, targets=None,
-                     certify=True, release=False, scoring="threads", pool_dir=None, members=None):
+                     certify=True, release=False, scoring="threads", folder=None, key=None, members=None):
     """Score the records `todo` of a population pool; one row per record, stored as it is scored (and one per record of `members[r]`
     for each scored r: `_scored_records`). `release`: the stack's last dataset is the custodian's release, scored by every record's certificate."""
     threads = None if n_jobs is None or n_jobs == -1 else max(1, n_jobs)
@@ -737,7 +737,7 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     bar = progress(total=len(todo) if members is None else sum(map(len, members.values())), desc="records", verbose=verbose)
     if scoring == "tasks":
         _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack,
-                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir, members)
+                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members)
         bar.close()
         return rows
     with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
@@ -827,18 +827,32 @@ def _score_chunk(folder, key, schema, plan, enc, sets, rids, rarest, attacks, cl
                                      release=X[b] if len(extra) else None))
     return figs, t1 - t0, time.perf_counter() - t1
 
-def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
-                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, pool_dir, members=None):
-    "Score `todo` chunk by chunk as joblib tasks against the pool written once to disk; rows stored here, in order, as they come."
+def _pool_on_disk(stacked: StackedPool, gh, pool_dir, run: str, n_datasets: int, times: dict) -> tuple:
+    """Task scoring's pool, written once where every worker reads it (beside the dataset cache, a folder or a DatasetCache; else a
+    temporary folder, returned for the caller to clean up) and mapped here too, so that the client drops its own copy and gives back
+    what the generation freed: on Adult's release pool (2,253 datasets of 22,611) the client held 7.3 GB of private memory that only
+    the workers read (on 280 such datasets 0.95 GB, now 0.23 GB).
+    Returns (the mapped pool, its folder, its key, the temporary folder or None)."""
     import tempfile
     tmp = None
     if pool_dir is None: tmp = tempfile.TemporaryDirectory(prefix="achilles-pool-"); folder = Path(tmp.name)
-    else: folder = Path(getattr(pool_dir, "path", pool_dir)) / "pools" / run  # beside the dataset cache (a folder or a DatasetCache)
-    key = f"{run}-{pool.n_datasets}"
+    else: folder = Path(getattr(pool_dir, "path", pool_dir)) / "pools" / run
+    key = f"{run}-{n_datasets}"
+    t = time.perf_counter()
     try:
-        t = time.perf_counter()
-        if open_pool(folder, key) is None: save_pool(stacked, folder, key, extras={"groundhog": gh})
-        times["pool to disk"] = time.perf_counter() - t
+        if open_pool(folder, key) is None: save_pool(stacked, folder, key, extras={"groundhog": gh})  # a rerun finds it (verified)
+        mapped = open_pool(folder, key, verify=False)  # just written or just verified
+    except BaseException:
+        if tmp is not None: tmp.cleanup()
+        raise
+    times["pool to disk"] = time.perf_counter() - t
+    return_freed_memory()  # what the generation freed (glibc keeps it): the caller's copy of the pool goes when it takes the mapped one
+    return mapped, folder, key, tmp
+
+def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
+                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members=None):
+    "Score `todo` chunk by chunk as joblib tasks against the pool on disk (`_pool_on_disk`: `folder`, `key`); rows stored here, in order, as they come."
+    try:
         starts = list(range(0, len(todo), chunk))
         def task(s):
             part = todo[s:s + chunk]
@@ -856,7 +870,6 @@ def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, cla
             _keep_rows(figs, part, sel, meta, store, run, rows, bar, members)
     finally:
         _POOLS.pop((str(folder), key), None)
-        if tmp is not None: tmp.cleanup()
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #08af7ca1
 def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, delta, selectors, chunk, store, run, config, cache_dir,
@@ -889,9 +902,15 @@ def _audit_population(pm, plan, todo, n_in, attacks, classifier, folds, screen, 
     meta = dict(dataset=config["dataset"], generator=pm.generator, generator_params=pm.generator_params, seed=config["seed"],
                 design=design, n_datasets=pool.n_datasets, dataset_size=pm.dataset_size, attacks="+".join(attacks),
                 n_features=plan.n_features, classifier=classifier, folds=folds, run_id=run, achilles_version=__version__)
-    return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
-                            n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
-                            certify=certify, release=release is not None, scoring=scoring, pool_dir=cache_dir, members=members)
+    tmp = folder = key = None
+    if scoring == "tasks":  # the pool to disk now, and mapped: the null calibration and the tasks read the file, the memory is freed
+        stacked, folder, key, tmp = _pool_on_disk(stacked, gh, cache_dir, run, pool.n_datasets, times)
+    try:
+        return _population_todo(pm, plan, pool, stacked, todo, attacks, classifier, folds, screen, delta, sel, store, run, meta, root,
+                                n_jobs, verbose, times, chunk, ref=ref, gh=gh, stack=stack, null_fits=null_fits, targets=targets,
+                                certify=certify, release=release is not None, scoring=scoring, folder=folder, key=key, members=members)
+    finally:
+        if tmp is not None: tmp.cleanup()
 
 # %% ../../nbs/30_attacks/34_audit.ipynb #8a70dfb9
 def release_datasets(n_in: int) -> int:
