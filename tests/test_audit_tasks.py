@@ -267,6 +267,7 @@ def test_the_client_keeps_no_copy_of_the_pool_it_wrote_for_the_tasks(small, tmp_
     (cat, folder), = seen
     assert isinstance(cat, np.memmap) and not cat.flags.writeable and trims == [1]
     assert folder is not None and not Path(folder).exists() and len(rows) == 40  # the temporary pool is gone
+    assert 0 <= rows.attrs["seconds"]["pool to disk"] <= rows.attrs["seconds"]["total"]
     seen.clear()
     ref = _audit(small, records=np.arange(40))  # threads: the pool stays in memory, nothing is written or given back
     (cat, folder), = seen
@@ -277,3 +278,10 @@ def test_the_client_keeps_no_copy_of_the_pool_it_wrote_for_the_tasks(small, tmp_
     with pytest.raises(RuntimeError, match="scoring failed"):
         _audit(small, records=np.arange(40), scoring="tasks", chunk=20)
     assert not Path(seen[-1][1]).exists()  # cleaned up on the way out
+    written = []
+    def full(stacked, folder, key, extras=None):
+        written.append(folder); raise OSError(28, "No space left on device")
+    monkeypatch.setattr(audit_mod, "save_pool", full)
+    with pytest.raises(OSError, match="No space left"):
+        _audit(small, records=np.arange(40), scoring="tasks", chunk=20)
+    assert written and not Path(written[0]).exists()  # a pool that could not be written leaves no temporary folder either

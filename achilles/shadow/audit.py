@@ -840,8 +840,8 @@ def _pool_on_disk(stacked: StackedPool, gh, pool_dir, run: str, n_datasets: int,
     key = f"{run}-{n_datasets}"
     t = time.perf_counter()
     try:
-        if open_pool(folder, key) is None: save_pool(stacked, folder, key, extras={"groundhog": gh})  # a rerun finds it (verified)
-        mapped = open_pool(folder, key, verify=False)  # just written or just verified
+        mapped = open_pool(folder, key)  # a rerun finds it (verified)
+        if mapped is None: save_pool(stacked, folder, key, extras={"groundhog": gh}); mapped = open_pool(folder, key)  # read back, verified
     except BaseException:
         if tmp is not None: tmp.cleanup()
         raise
