@@ -285,3 +285,15 @@ def test_the_client_keeps_no_copy_of_the_pool_it_wrote_for_the_tasks(small, tmp_
     with pytest.raises(OSError, match="No space left"):
         _audit(small, records=np.arange(40), scoring="tasks", chunk=20)
     assert written and not Path(written[0]).exists()  # a pool that could not be written leaves no temporary folder either
+
+
+def test_a_pool_that_cannot_be_written_removes_its_temporary_folder_at_once(monkeypatch):
+    "Not later, by the folder's finalizer: the exception's traceback (kept here, as a debugger or a notebook keeps it) holds the folder's object."
+    from achilles.shadow import audit as audit_mod
+    written = []
+    def full(stacked, folder, key, extras=None):
+        written.append(folder); raise OSError(28, "No space left on device")
+    monkeypatch.setattr(audit_mod, "save_pool", full)
+    with pytest.raises(OSError, match="No space left") as info:
+        audit_mod._pool_on_disk(None, None, None, "run", 3, {})
+    assert info.value.__traceback__ is not None and written and not Path(written[0]).exists()
