@@ -736,8 +736,8 @@ def _population_todo(pm, plan, pool: PopulationPool, stacked: StackedPool, todo,
     rows = []
     bar = progress(total=len(todo) if members is None else sum(map(len, members.values())), desc="records", verbose=verbose)
     if scoring == "tasks":
-        _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack,
-                      inflation, certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members)
+        _task_scoring(pm, plan, pool, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack,
+                      inflation, certify, release, ref, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members)
         bar.close()
         return rows
     with limit_threads(1, "blas"), ThreadPoolExecutor(max_workers=workers) as ex, \
@@ -849,8 +849,8 @@ def _pool_on_disk(stacked: StackedPool, gh, pool_dir, run: str, n_datasets: int,
     return_freed_memory()  # what the generation freed (glibc keeps it): the caller's copy of the pool goes when it takes the mapped one
     return mapped, folder, key, tmp
 
-def _task_scoring(pm, plan, pool, stacked, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
-                  certify, release, ref, gh, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members=None):
+def _task_scoring(pm, plan, pool, todo, chunk, extra, rar, attacks, classifier, folds, screen, delta, root, stack, inflation,
+                  certify, release, ref, sel, meta, store, run, rows, bar, times, n_jobs, folder, key, members=None):
     "Score `todo` chunk by chunk as joblib tasks against the pool on disk (`_pool_on_disk`: `folder`, `key`); rows stored here, in order, as they come."
     try:
         starts = list(range(0, len(todo), chunk))
