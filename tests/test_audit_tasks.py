@@ -297,3 +297,21 @@ def test_a_pool_that_cannot_be_written_removes_its_temporary_folder_at_once(monk
     with pytest.raises(OSError, match="No space left") as info:
         audit_mod._pool_on_disk(None, None, None, "run", 3, {})
     assert info.value.__traceback__ is not None and written and not Path(written[0]).exists()
+
+
+def test_a_cluster_of_one_worker_runs_the_audit_on_that_worker(small, tmp_path):
+    """joblib runs every task in the calling process when the Dask backend has one worker thread (its sequential path); the audit
+    goes through `run_tasks`, so its generation and scoring tasks still run on the worker (seen in the scheduler's task stream),
+    with the threads' rows."""
+    distributed = pytest.importorskip("distributed")
+    from joblib import parallel_config
+    ref = _audit(small)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                                  local_directory=str(tmp_path)) as cl, distributed.Client(cl) as client, \
+            parallel_config(backend="dask"), distributed.get_task_stream(client) as stream:
+        got = _audit(small, scoring="tasks", chunk=100, n_jobs=-1, cache_dir=tmp_path / "c")
+        here = os.getpid()
+        assert here not in set(client.run(os.getpid).values())
+    names = [t["key"].split("-")[0] for t in stream.data]
+    assert names.count("_fit_sample_batch") >= 1 and names.count("_score_chunk") == 6, sorted(set(names))
+    np.testing.assert_array_equal(ref[COLS].to_numpy(), got[COLS].to_numpy())

@@ -15,7 +15,7 @@ from .validate import check_n_jobs, resolve_n_jobs
 __all__ = ['M_TRIM_THRESHOLD', 'M_MMAP_THRESHOLD', 'KEEP_TRIM', 'KEEP_MMAP', 'FORMULA_START', 'WriteError', 'current_umask',
            'file_mode', 'atomic_write', 'file_sha256', 'same_file', 'is_within', 'check_writable', 'available_memory',
            'check_memory', 'scratch', 'keep_freed_memory', 'return_freed_memory', 'escape_controls', 'spreadsheet_safe',
-           'csv_bytes', 'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'stop_workers']
+           'csv_bytes', 'limit_threads', 'one_core', 'progress', 'ignore_sigint', 'run_tasks', 'stop_workers']
 
 # %% ../../nbs/00_core/03_runtime.ipynb #2b0987f8
 class WriteError(OSError):
@@ -264,6 +264,31 @@ def ignore_sigint() -> None:
     "Ignore SIGINT in this process: the initializer of parallel workers, whose Ctrl-C is their parent's to handle (it stops them)."
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+# %% ../../nbs/00_core/03_runtime.ipynb #072f1097
+def run_tasks(tasks,  # joblib `delayed` calls: (function, args, kwargs) triples
+              n_jobs: int | None = None,  # joblib n_jobs (-1: every worker of the backend; None: from `parallel_config`; 1: here, in order)
+              ):
+    """The tasks' results in order, as a generator: joblib's `Parallel(n_jobs, return_as="generator")`, except that under the Dask
+    backend a cluster of one worker thread still runs them (joblib would run them in this process)."""
+    from joblib import Parallel, effective_n_jobs
+    from joblib.parallel import get_active_backend
+    backend, _ = get_active_backend()
+    if n_jobs != 1 and type(backend).__name__ == "DaskDistributedBackend" and effective_n_jobs(n_jobs) == 1:
+        return _on_the_cluster(backend.client, list(tasks))
+    return Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
+
+def _on_the_cluster(client, tasks: list):
+    "Each task as one Dask future (submitted at the first `next`), the results in order; those not yet read are cancelled on close."
+    import functools
+    futures = [client.submit(functools.partial(f, *a, **k), pure=False) for f, a, k in tasks]
+    try:
+        for i in range(len(futures)):
+            yield futures[i].result()
+            futures[i] = None  # the worker may forget a result once it is read
+    finally:
+        left = [f for f in futures if f is not None]
+        if left: client.cancel(left)
 
 # %% ../../nbs/00_core/03_runtime.ipynb #e048a49b
 def stop_workers() -> bool:

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
+from joblib import delayed
 
 from ..core.data import Schema, as_encoded, dataset_label, load_dataset, table_fingerprint
 from ..core.registry import Registry, _parse_value
 from ..core.results import ResultsStore, wilson_interval
 from ..core.rng import check_rng, seed_child, seed_root
-from ..core.runtime import progress
+from ..core.runtime import progress, run_tasks
 from ..core.validate import check_float, check_int, check_n_jobs
 from ..generators import GENERATORS, make_generator
 from ..nobox import METRICS, default_metrics
@@ -652,7 +652,7 @@ def _sweep(model, df, schema, levels, replicates, sizes, generator, gparams, spe
             tasks.append(((r, l, c), delayed(_task)(model, split, schema, l, generator, gparams, state, specs, secret, utility, ss, inner, c)))
     bar = progress(total=len(tasks), desc=f"riskbench {const['risk_model']}", verbose=verbose and bool(tasks))
     keys = [k for k, _ in tasks]
-    for (r, l, c), rows in zip(keys, Parallel(n_jobs=n_jobs, return_as="generator")(t for _, t in tasks)):
+    for (r, l, c), rows in zip(keys, run_tasks((t for _, t in tasks), n_jobs)):
         for row in rows:
             row = dict(const, replicate=r, **row)
             if store is not None: store.append("metric", run, _item(r, l, row["metric"], c), row)

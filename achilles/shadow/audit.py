@@ -14,13 +14,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import delayed, effective_n_jobs
 
 from .. import __version__
 from ..core.data import Encoded, Schema, encode, load_dataset, dataset_label
 from ..core.results import ResultsStore, auc_interval, bh_q_values, null_inflation
 from ..core.rng import seed_child, seed_root
-from ..core.runtime import keep_freed_memory, limit_threads, progress, return_freed_memory, scratch
+from ..core.runtime import keep_freed_memory, limit_threads, progress, return_freed_memory, run_tasks, scratch
 from ..core.validate import check_int, check_n_jobs, check_choice, check_float, check_fraction
 from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
@@ -863,7 +863,7 @@ def _task_scoring(pm, plan, pool, todo, chunk, extra, rar, attacks, classifier, 
         import pickle
         first = task(starts[0]) if starts else None
         times.update(tasks=len(starts), **({"task bytes": len(pickle.dumps(first[1], protocol=5))} if first else {}))  # what one task sends
-        out = Parallel(n_jobs=1 if n_jobs is None else n_jobs, return_as="generator")(task(s) for s in starts)
+        out = run_tasks((task(s) for s in starts), 1 if n_jobs is None else n_jobs)  # on a one-worker cluster too (`run_tasks`)
         for s, (figs, t_feat, t_cls) in zip(starts, out):
             times["features"] += t_feat; times["classifiers"] += t_cls
             part = todo[s:s + chunk]

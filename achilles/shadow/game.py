@@ -14,13 +14,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import delayed, effective_n_jobs
 from tqdm.auto import tqdm
 
 from .. import __version__
 from ..core.data import DATASETS, Encoded, Schema, encode, load_dataset
 from ..core.rng import RNGLike, check_rng, seed_child, seed_id, seed_root
-from ..core.runtime import atomic_write, keep_freed_memory
+from ..core.runtime import atomic_write, keep_freed_memory, run_tasks
 from ..core.validate import check_bool, check_float, check_int
 
 # %% auto #0
@@ -455,7 +455,7 @@ def generate_datasets(tm: ThreatModel,  # threat model (generator and sizes)
                                                         None if getattr(tm, "own_size", False) else tm.dataset_size, jobs_, parent=parent,
                                                         cache=where, keys=keys))
                 metas.append(chunk)
-        results = Parallel(n_jobs=jobs, return_as="generator")(tasks)
+        results = run_tasks(tasks, jobs)  # joblib, or the cluster itself when it has one worker (`run_tasks`)
         with tqdm(total=len(todo), desc=desc, disable=not verbose, leave=False) as bar:
             for chunk, res in zip(metas, results):
                 for i, enc in zip(chunk, res):
