@@ -299,19 +299,22 @@ def test_a_pool_that_cannot_be_written_removes_its_temporary_folder_at_once(monk
     assert info.value.__traceback__ is not None and written and not Path(written[0]).exists()
 
 
-def test_a_cluster_of_one_worker_runs_the_audit_on_that_worker(small, tmp_path):
-    """joblib runs every task in the calling process when the Dask backend has one worker thread (its sequential path); the audit
-    goes through `run_tasks`, so its generation and scoring tasks still run on the worker (seen in the scheduler's task stream),
-    with the threads' rows."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_dask_cluster_runs_the_audit_in_tasks_of_the_automatic_size(small, tmp_path, workers):
+    """On a local Dask cluster of one or two worker processes, the audit's generation and scoring run on the workers (seen in the
+    scheduler's task stream), in the automatic number of scoring tasks (`_task_chunk`: four a worker for these 600 records), with
+    the threads' rows. With one worker, joblib alone runs every task in the calling process (its sequential path); the audit goes
+    through `run_tasks`, which sends them to the worker."""
     distributed = pytest.importorskip("distributed")
     from joblib import parallel_config
+    from achilles.shadow.audit import TASKS_PER_WORKER
     ref = _audit(small)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
                                   local_directory=str(tmp_path)) as cl, distributed.Client(cl) as client, \
             parallel_config(backend="dask"), distributed.get_task_stream(client) as stream:
-        got = _audit(small, scoring="tasks", chunk=100, n_jobs=-1, cache_dir=tmp_path / "c")
-        here = os.getpid()
-        assert here not in set(client.run(os.getpid).values())
-    names = [t["key"].split("-")[0] for t in stream.data]
-    assert names.count("_fit_sample_batch") >= 1 and names.count("_score_chunk") == 6, sorted(set(names))
+        got = _audit(small, scoring="tasks", n_jobs=-1, cache_dir=tmp_path / "c")
+        assert os.getpid() not in set(client.run(os.getpid).values())
+    def ran(name): return [t for t in stream.data if name in t["key"]]  # joblib names its tasks `batch_of_<function>_<n>_calls-...`
+    assert len(ran("_fit_sample_batch")) >= workers and len(ran("_score_chunk")) == TASKS_PER_WORKER * workers, {t["key"] for t in stream.data}
+    assert len({t["worker"] for t in ran("_score_chunk")}) == workers  # every worker scored
     np.testing.assert_array_equal(ref[COLS].to_numpy(), got[COLS].to_numpy())

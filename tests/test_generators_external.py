@@ -381,3 +381,18 @@ def test_the_runner_seed_is_pinned_and_one_row_is_sampled(monkeypatch):
     assert seen == [1712675746, 361477139, 772012130, 1845716010, 1595499588, 297817470, 1456867573, 199020251, 1383429892, 178539027,
                     1173880932, 135184760]
     assert len(g.sample(1, rng=0)) == 1 and len(seen) == 13
+
+
+@pytest.mark.parametrize("omp, loky, seen", [("1", None, "1"), ("2", "5", "5"), (None, None, "unset")])
+def test_the_runner_keeps_joblib_to_the_threads_its_process_was_given(small, tmp_path, monkeypatch, omp, loky, seen):
+    """A Dask worker runs with OMP_NUM_THREADS=1; a runner that starts processes through joblib (ctgan's transformer) would start one
+    per core in every fit: the runner is given LOKY_MAX_CPU_COUNT = OMP_NUM_THREADS, unless the user set it. By hand, neither."""
+    df, schema = small
+    for k, v in (("OMP_NUM_THREADS", omp), ("LOKY_MAX_CPU_COUNT", loky)):
+        if v is None: monkeypatch.delenv(k, raising=False)
+        else: monkeypatch.setenv(k, v)
+    body = ("import os\n"
+            f"open({str(tmp_path / 'env.txt')!r}, 'w').write(os.environ.get('LOKY_MAX_CPU_COUNT', 'unset'))\n"
+            "pd.read_csv(cfg['train']).sample(cfg['n'], replace=True, random_state=cfg['seed']).to_csv(cfg['out'], index=False)\n")
+    ExternalGenerator(schema, script=script(tmp_path, body)).fit(df, rng=0).sample(5, rng=0)
+    assert (tmp_path / "env.txt").read_text() == seen

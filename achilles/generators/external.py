@@ -279,6 +279,15 @@ def _kill_group(proc):
     except (ProcessLookupError, PermissionError): pass
     proc.wait()
 
+def _child_env() -> dict:
+    """The runner's environment: this process's, with the processes a library starts through joblib held to this process's thread
+    budget (`LOKY_MAX_CPU_COUNT` = `OMP_NUM_THREADS`, where the second is set and the first is not; see "A runner's share of the
+    cores" below)."""
+    env = dict(os.environ)
+    budget = env.get("OMP_NUM_THREADS", "").strip()
+    if budget.isdigit() and int(budget) > 0 and "LOKY_MAX_CPU_COUNT" not in env: env["LOKY_MAX_CPU_COUNT"] = budget
+    return env
+
 def run_protocol(command: list,  # argv: python, then the script or `-m module`; `--config config.json` is appended
                  train: Encoded,  # training table in the shared encoding
                  schema: Schema,  # its schema
@@ -300,7 +309,7 @@ def run_protocol(command: list,  # argv: python, then the script or `-m module`;
         (d / "config.json").write_text(json.dumps(cfg, indent=1))
         argv = [str(a) for a in command] + ["--config", "config.json"]
         with open(d / "stdout.txt", "wb") as out, open(d / "stderr.txt", "wb") as err:
-            proc = subprocess.Popen(argv, cwd=d, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, cwd=d, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=_child_env(),
                                     start_new_session=hasattr(os, "killpg"))
             try: rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
