@@ -63,5 +63,9 @@ def test_a_result_read_is_released_and_a_closed_generator_cancels_the_rest(one_t
         out = run_tasks([delayed(_slow)(i) for i in range(3)] + [delayed(_slow)(9, wait=0.3) for _ in range(4)], -1)
         assert next(out) == 0 and next(out) == 1  # suspended after the second result: the first is released
         assert _settle(one_thread, 6) == 6  # 7 submitted, the first forgotten
-        out.close()  # the caller stops early (an error, Ctrl-C): the rest are cancelled
+        cancelled, real = [], one_thread.cancel
+        one_thread.cancel = lambda fs, *a, **k: cancelled.extend(fs) or real(fs, *a, **k)
+        try: out.close()  # the caller stops early (an error, Ctrl-C): the rest are cancelled, at once, not when collected
+        finally: del one_thread.cancel
+        assert len(cancelled) == 6 and all(isinstance(f, distributed.Future) for f in cancelled)  # the second read and the five unread
         assert _settle(one_thread, 0) == 0
