@@ -318,3 +318,14 @@ def test_a_dask_cluster_runs_the_audit_in_tasks_of_the_automatic_size(small, tmp
     assert len(ran("_fit_sample_batch")) >= workers and len(ran("_score_chunk")) == TASKS_PER_WORKER * workers, {t["key"] for t in stream.data}
     assert len({t["worker"] for t in ran("_score_chunk")}) == workers  # every worker scored
     np.testing.assert_array_equal(ref[COLS].to_numpy(), got[COLS].to_numpy())
+
+
+def test_n_jobs_none_scores_the_tasks_in_this_process(small, monkeypatch):
+    "`n_jobs=None` with `scoring='tasks'`: every task scored here, one after the other (no worker process), with the threads' rows."
+    from achilles.shadow import audit as audit_mod
+    ref = _audit(small)
+    here, real = [], audit_mod.keep_freed_memory  # the first call of every task (`_score_chunk`): seen only in this process
+    monkeypatch.setattr(audit_mod, "keep_freed_memory", lambda: here.append(os.getpid()) or real())
+    got = _audit(small, scoring="tasks", chunk=200, n_jobs=None)
+    assert here == [os.getpid()] * 3
+    np.testing.assert_array_equal(ref[COLS].to_numpy(), got[COLS].to_numpy())

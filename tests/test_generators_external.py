@@ -383,10 +383,11 @@ def test_the_runner_seed_is_pinned_and_one_row_is_sampled(monkeypatch):
     assert len(g.sample(1, rng=0)) == 1 and len(seen) == 13
 
 
-@pytest.mark.parametrize("omp, loky, seen", [("1", None, "1"), ("2", "5", "5"), (None, None, "unset")])
+@pytest.mark.parametrize("omp, loky, seen", [("1", None, "1"), ("2", "5", "5"), (None, None, "unset"), ("0", None, "unset"), ("auto", None, "unset")])
 def test_the_runner_keeps_joblib_to_the_threads_its_process_was_given(small, tmp_path, monkeypatch, omp, loky, seen):
     """A Dask worker runs with OMP_NUM_THREADS=1; a runner that starts processes through joblib (ctgan's transformer) would start one
-    per core in every fit: the runner is given LOKY_MAX_CPU_COUNT = OMP_NUM_THREADS, unless the user set it. By hand, neither."""
+    per core in every fit: the runner is given LOKY_MAX_CPU_COUNT = OMP_NUM_THREADS, unless the user set it. By hand, neither; nor
+    for a value that is not a count of threads (0 is not one: OpenMP wants a positive number)."""
     df, schema = small
     for k, v in (("OMP_NUM_THREADS", omp), ("LOKY_MAX_CPU_COUNT", loky)):
         if v is None: monkeypatch.delenv(k, raising=False)
