@@ -62,10 +62,28 @@ def test_a_result_read_is_released_and_a_closed_generator_cancels_the_rest(one_t
     with parallel_config(backend="dask"):
         out = run_tasks([delayed(_slow)(i) for i in range(3)] + [delayed(_slow)(9, wait=0.3) for _ in range(4)], -1)
         assert next(out) == 0 and next(out) == 1  # suspended after the second result: the first is released
-        assert _settle(one_thread, 6) == 6  # 7 submitted, the first forgotten
+        assert _settle(one_thread, 2) == 2  # 4 submitted (two in flight), the two read forgotten
         cancelled, real = [], one_thread.cancel
         one_thread.cancel = lambda fs, *a, **k: cancelled.extend(fs) or real(fs, *a, **k)
-        try: out.close()  # the caller stops early (an error, Ctrl-C): the rest are cancelled, at once, not when collected
+        try: out.close()  # the caller stops early (an error, Ctrl-C): those in flight are cancelled, at once, not when collected
         finally: del one_thread.cancel
-        assert len(cancelled) == 6 and all(isinstance(f, distributed.Future) for f in cancelled)  # the second read and the five unread
+        assert len(cancelled) == 2 and all(isinstance(f, distributed.Future) for f in cancelled)  # tasks 2 and 3; 4-6 never sent
         assert _settle(one_thread, 0) == 0
+
+
+def test_two_tasks_are_in_flight_at_a_time_and_the_tasks_are_read_lazily(one_thread):
+    """The scheduler holds two payloads, not the whole audit's: after each result, the tasks submitted and not yet read are
+    min(2, those left); a task is taken from the caller's iterator only when it is submitted."""
+    submitted, taken, real = [], [], one_thread.submit
+    one_thread.submit = lambda *a, **k: submitted.append(1) or real(*a, **k)
+    def tasks():
+        for i in range(10):
+            taken.append(i)
+            yield delayed(_slow)(i)
+    try:
+        with parallel_config(backend="dask"):
+            out = run_tasks(tasks(), -1)
+            assert submitted == [] and taken == []  # nothing before the first `next`
+            in_flight = [len(submitted) - (i + 1) for i, _ in enumerate(out)]
+    finally: del one_thread.submit
+    assert in_flight == [min(2, 9 - i) for i in range(10)] and len(submitted) == 10 == len(taken)

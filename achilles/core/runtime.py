@@ -275,20 +275,28 @@ def run_tasks(tasks,  # joblib `delayed` calls: (function, args, kwargs) triples
     from joblib.parallel import get_active_backend
     backend, _ = get_active_backend()
     if n_jobs != 1 and type(backend).__name__ == "DaskDistributedBackend" and effective_n_jobs(n_jobs) == 1:
-        return _on_the_cluster(backend.client, list(tasks))
+        return _on_the_cluster(backend.client, tasks)
     return Parallel(n_jobs=n_jobs, return_as="generator")(tasks)
 
-def _on_the_cluster(client, tasks: list):
-    "Each task as one Dask future (submitted at the first `next`), the results in order; those not yet read are cancelled on close."
-    import functools
-    futures = [client.submit(functools.partial(f, *a, **k), pure=False) for f, a, k in tasks]
+_IN_FLIGHT = 2  # futures on the cluster at once: one running, the next queued (joblib's pre_dispatch of 2 x n_jobs)
+
+def _on_the_cluster(client, tasks, in_flight: int = _IN_FLIGHT):
+    """Each task as one Dask future, `in_flight` at a time (the scheduler holds those payloads only; the first are submitted at the
+    first `next`), the results in order; a result is released once read, and those in flight are cancelled on close."""
+    import collections, functools, itertools
+    tasks, window = iter(tasks), collections.deque()
+    def refill():
+        for f, a, k in itertools.islice(tasks, in_flight - len(window)):
+            window.append(client.submit(functools.partial(f, *a, **k), pure=False))
+    refill()
     try:
-        for i in range(len(futures)):
-            yield futures[i].result()
-            futures[i] = None  # the worker may forget a result once it is read
+        while window:
+            out = window[0].result()
+            window.popleft()  # the worker may forget a result once it is read
+            refill()  # before yielding: the next task runs while the caller works on this result
+            yield out
     finally:
-        left = [f for f in futures if f is not None]
-        if left: client.cancel(left)
+        if window: client.cancel(list(window))
 
 # %% ../../nbs/00_core/03_runtime.ipynb #e048a49b
 def stop_workers() -> bool:
