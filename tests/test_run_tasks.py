@@ -11,6 +11,15 @@ from achilles.core.runtime import run_tasks
 distributed = pytest.importorskip("distributed")
 
 
+_CALLS = []
+
+
+def _call():
+    "A task with a side effect (a generator's fit draws from its seed stream): each call must run, even with equal arguments."
+    _CALLS.append(1)
+    return len(_CALLS)
+
+
 def _slow(x, wait=0.0):
     time.sleep(wait)
     return x
@@ -87,3 +96,12 @@ def test_two_tasks_are_in_flight_at_a_time_and_the_tasks_are_read_lazily(one_thr
             in_flight = [len(submitted) - (i + 1) for i, _ in enumerate(out)]
     finally: del one_thread.submit
     assert in_flight == [min(2, 9 - i) for i in range(10)] and len(submitted) == 10 == len(taken)
+
+
+def test_equal_tasks_each_run(one_thread):
+    """Tasks are impure (pure=False): four equal calls run four times, none taken from another's result (Dask would merge tasks of
+    equal function and arguments, two of them in flight at once)."""
+    _CALLS.clear()
+    with parallel_config(backend="dask"):
+        got = list(run_tasks([delayed(_call)() for _ in range(4)], -1))
+    assert got == [1, 2, 3, 4] and len(_CALLS) == 4
