@@ -153,6 +153,7 @@ def test_the_default_report_audits_every_record_in_the_release_design(release_re
     assert len(scale) == 1, [str(x.message) for x in scale]  # the pool-size warning once, not once per re-audit
     page = rep.to_html()
     assert "release design" in page and "the papers' setting" not in page and all(s in page for s in SECTIONS)
+    assert "not flagged is not shown to be safe" in page  # the flags bound false alarms, not misses (fig_riskmap_release's game)
 
 
 def test_the_remedies_audit_the_riskiest_and_a_seeded_sample():
