@@ -82,6 +82,48 @@ def test_pair_features_refuse_bad_pairs(adult):
         stack_pool([])
 
 
+def _stack_at_once(datasets, compact=False):
+    "`stack_pool` as it was built before 2026-12-07: concatenate, transpose, square the whole pool (three pool-sized copies)."
+    cat = np.concatenate([d.cat for d in datasets]).T
+    dtype = np.min_scalar_type(int(cat.max())) if compact and cat.size and cat.min() >= 0 else np.int32
+    cont = np.ascontiguousarray(np.concatenate([d.cont for d in datasets]).T, dtype=np.float64)
+    return np.ascontiguousarray(cat, dtype=dtype), cont, np.sqrt((cont * cont).sum(0))
+
+
+@pytest.mark.parametrize("C, D, lo, hi", [(3, 13, 0, 300), (2, 0, 0, 5), (0, 4, 0, 1), (4, 9, -1, 70_000), (1, 2, 0, 0)])
+@pytest.mark.parametrize("compact", [False, True])
+def test_stack_pool_fills_its_arrays_in_place_bit_for_bit(C, D, lo, hi, compact):
+    """Each dataset copied into its run of arrays allocated once: the codes' type and every value, the norms included (13 columns:
+    the sum over columns keeps its order), equal the one-shot construction's; empty and one-row datasets, negative codes (int32
+    kept), codes past 255 and 65,535 (wider types), a table without categorical or continuous columns."""
+    g = np.random.default_rng(C * 100 + D)
+    sizes = (0, 1, 64, 0, 257, 3)
+    data = [Encoded(g.integers(lo, hi + 1, (n, C)).astype(np.int32), g.normal(size=(n, D)) * 10.0 ** g.integers(-3, 4, (1, D))) for n in sizes]
+    got, want = stack_pool(data, compact=compact), _stack_at_once(data, compact=compact)
+    for a, b in zip((got.cat, got.cont, got.norm), want):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.flags.c_contiguous and np.array_equal(a, b)
+    np.testing.assert_array_equal(got.offsets, np.r_[0, np.cumsum(sizes)])
+
+
+def test_stack_pool_refuses_datasets_of_other_columns():
+    a = Encoded(np.zeros((3, 2), np.int32), np.zeros((3, 1)))
+    with pytest.raises(ValueError, match="dataset 1 has 2 categorical and 2 continuous columns; dataset 0 has 2 and 1"):
+        stack_pool([a, Encoded(np.zeros((4, 2), np.int32), np.zeros((4, 2)))])
+
+
+def test_stack_pool_holds_one_pool_at_a_time():
+    "The peak while stacking is the pool plus one dataset's squares (numpy reports its arrays to tracemalloc), not three pools."
+    import tracemalloc
+    g = np.random.default_rng(0)
+    data = [Encoded(g.integers(0, 9, (5_000, 8)).astype(np.int32), g.random((5_000, 6))) for _ in range(20)]
+    tracemalloc.start()
+    try:
+        pool = stack_pool(data, compact=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally: tracemalloc.stop()
+    assert peak < pool.nbytes + 2 * data[0].cont.nbytes + 100_000, (peak, pool.nbytes)
+
+
 def _noise(seed, n=600, p=120):
     g = np.random.default_rng(seed)
     return g.normal(size=(n, p)).astype(np.float32), (g.random(n) < 0.5).astype(int)

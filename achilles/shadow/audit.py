@@ -1058,8 +1058,9 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
         without = np.flatnonzero(group != group[r]).astype(np.int32)  # the table without the record and its exact copies
         specs = [DatasetSpec("loo-out", j, 0, without, ss, dataset_key(pm, without, None, ss))
                  for j, ss in ((j, seed_child(seed_child(seed_child(root, 4), r), j)) for j in range(n_seeds))]
+        stacked = outs = None  # the last record's pool and releases go before this record's are made (two at once: 14 GB at Adult's size)
         outs = generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0]
-        stacked = stack_pool(ins + outs, compact=True)
+        stacked = stack_pool(ins + outs, compact=True); outs = None
         times["generation"] += time.perf_counter() - t
         stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
         t = time.perf_counter()

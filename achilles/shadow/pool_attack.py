@@ -285,15 +285,24 @@ class StackedPool:
 def stack_pool(datasets,  # a list of `Encoded` synthetic datasets
                compact: bool = False,  # store the codes in the narrowest unsigned type that holds them (saves memory at scale)
                ) -> StackedPool:
-    "Stack synthetic datasets for `pair_features`."
+    """Stack synthetic datasets for `pair_features`: the three arrays allocated once at their final size and each dataset copied
+    into its run (no concatenated or transposed copy on the way: the peak is the pool and the datasets, not three pools)."""
     if len(datasets) == 0: raise ValueError("datasets is empty; pass at least one synthetic dataset")
+    C, D = datasets[0].cat.shape[1], datasets[0].cont.shape[1]
+    for k, d in enumerate(datasets):
+        if d.cat.shape[1] != C or d.cont.shape[1] != D:
+            raise ValueError(f"dataset {k} has {d.cat.shape[1]} categorical and {d.cont.shape[1]} continuous columns; dataset 0 has {C} and {D}")
     offsets = np.zeros(len(datasets) + 1, np.int64); offsets[1:] = np.cumsum([d.n for d in datasets])
-    cat = np.concatenate([d.cat for d in datasets]).T
     dtype = np.int32
-    if compact and cat.size and cat.min() >= 0: dtype = np.min_scalar_type(int(cat.max()))
-    cat = np.ascontiguousarray(cat, dtype=dtype)
-    cont = np.ascontiguousarray(np.concatenate([d.cont for d in datasets]).T, dtype=np.float64)
-    return StackedPool(cat, cont, np.sqrt((cont * cont).sum(0)), offsets)
+    if compact and C and offsets[-1]:
+        have = [d.cat for d in datasets if d.n]
+        if min(int(x.min()) for x in have) >= 0: dtype = np.min_scalar_type(max(int(x.max()) for x in have))
+    cat = np.empty((C, offsets[-1]), dtype); cont = np.empty((D, offsets[-1]), np.float64); norm = np.empty(offsets[-1])
+    for d, a, b in zip(datasets, offsets[:-1], offsets[1:]):
+        cat[:, a:b] = d.cat.T
+        x = cont[:, a:b]; x[...] = d.cont.T
+        norm[a:b] = np.sqrt((x * x).sum(0))  # the sum over columns in column order, as over the whole pool at once: the same bits
+    return StackedPool(cat, cont, norm, offsets)
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #327ec283
 _M1 = np.uint64(0x5555555555555555); _M2 = np.uint64(0x3333333333333333)
