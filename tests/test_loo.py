@@ -147,6 +147,19 @@ def test_a_row_is_the_documented_computation_by_hand(table, tmp_path, attacks):
         else: assert got[k] == v, (k, got[k], v)
 
 
+@pytest.mark.parametrize("attacks", ["default", ("query", "density", "genlra", "groundhog", "classifier")])
+def test_records_after_the_first_reuse_the_shared_releases_exactly(table, attacks):
+    """The IN releases are stacked, and their Groundhog features, Gen-LRA reference masses and the forest's reference computed, once
+    for all records (`join_pools` then puts each record's OUT pool after them): the rows of three records in one call equal those of
+    each record alone, where the shared part is fresh. Gen-LRA and the forest read per-row masses and per-dataset seeds."""
+    from achilles.shadow.pool_attack import DEFAULT_ATTACKS
+    attacks = DEFAULT_ATTACKS if attacks == "default" else attacks
+    together = _loo(table, "independent", records=[3, 7, 50], attacks=attacks, n_seeds=12)
+    alone = pd.concat([_loo(table, "independent", records=[r], attacks=attacks, n_seeds=12) for r in (3, 7, 50)], ignore_index=True)
+    cols = [c for c in together.columns if c not in ("q_value",)]
+    pd.testing.assert_frame_equal(together[cols].reset_index(drop=True), alone[cols].reset_index(drop=True))
+
+
 @pytest.mark.parametrize("folds", [1, 51])
 def test_folds_outside_2_to_50_are_refused(table, folds):
     with pytest.raises(ValueError, match=f"folds={folds}"): _loo(table, "independent", records=[3], folds=folds)

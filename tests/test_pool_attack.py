@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from achilles.core.data import Encoded, Schema, encode, load_adult
-from achilles.shadow.pool_attack import (COMBINED, DENSITY, crossfit_record, feature_plan, membership_row, pair_features,
+from achilles.shadow.pool_attack import (COMBINED, DENSITY, crossfit_record, feature_plan, join_pools, membership_row, pair_features,
                                          stack_pool, tpr_at_fpr_exact)
 
 
@@ -103,6 +103,35 @@ def test_stack_pool_fills_its_arrays_in_place_bit_for_bit(C, D, lo, hi, compact)
     for a, b in zip((got.cat, got.cont, got.norm), want):
         assert a.dtype == b.dtype and a.shape == b.shape and a.flags.c_contiguous and np.array_equal(a, b)
     np.testing.assert_array_equal(got.offsets, np.r_[0, np.cumsum(sizes)])
+
+
+def test_stack_pool_compacts_when_only_the_last_dataset_has_rows():
+    "Empty datasets first, then one with rows: its codes decide the compact type; every dataset empty: int32, no rows."
+    empty, one = Encoded(np.zeros((0, 2), np.int32), np.zeros((0, 1))), Encoded(np.array([[3, 200]], np.int32), np.ones((1, 1)))
+    pool = stack_pool([empty, empty, one], compact=True)
+    assert pool.cat.dtype == np.uint8 and pool.cat.tolist() == [[3], [200]] and pool.offsets.tolist() == [0, 0, 0, 1]
+    none = stack_pool([empty, empty], compact=True)
+    assert none.cat.dtype == np.int32 and none.cat.shape == (2, 0) and none.norm.shape == (0,)
+
+
+def test_join_pools_is_the_stack_of_both_lists_with_their_reference_masses():
+    "Two pools joined, masses included, equal one pool of both lists (codes of different widths widened); mismatches refused."
+    from achilles.shadow.set_features import reference_mass
+    df = load_adult().iloc[:300]
+    schema = Schema.from_dataframe(df); enc = encode(df, schema)
+    g = np.random.default_rng(5)
+    a, b = [enc.take(g.integers(0, 300, n)) for n in (40, 0, 7)], [enc.take(g.integers(0, 300, n)) for n in (1, 64)]
+    ref = enc.take(np.arange(0, 300, 3))
+    with_mass = lambda p: __import__("dataclasses").replace(p, refmass=reference_mass(p, ref, schema, [0.125, 0.0625]))
+    got = join_pools(with_mass(stack_pool(a, compact=True)), with_mass(stack_pool(b)))  # uint8 codes, then int32
+    want = with_mass(stack_pool(a + b))
+    for f in ("cat", "cont", "norm", "offsets", "refmass"):
+        x, y = getattr(got, f), getattr(want, f)
+        assert x.dtype == y.dtype and x.flags.c_contiguous and np.array_equal(x, y), f
+    with pytest.raises(ValueError, match="same reference masses"):
+        join_pools(stack_pool(a), with_mass(stack_pool(b)))
+    with pytest.raises(ValueError, match="categorical"):
+        join_pools(stack_pool(a), stack_pool([Encoded(np.zeros((2, 1), np.int32), np.zeros((2, len(schema.cont_idx))))]))
 
 
 def test_stack_pool_refuses_datasets_of_other_columns():

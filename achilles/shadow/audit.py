@@ -26,7 +26,7 @@ from ..core.base import check_schema
 from .game import (DatasetSpec, ScaleWarning, dataset_key, generate_datasets, generator_version, matching_rows,
                                   population_fingerprint, _jsonable)
 from .pool_attack import (AUDIT_ATTACKS, CLASSIFIERS, DEFAULT_ATTACKS, EXACT, QUERY, StackedPool, check_attacks, exact_tolerance,
-                                         stack_pool, audit_plan, query_order, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
+                                         stack_pool, join_pools, audit_plan, query_order, score_record, _dataset_signals, _pair_block, _rarest_columns)  # the attacker's room
 from .pool_store import open_pool, release_pages, save_pool
 
 # %% auto #0
@@ -1055,14 +1055,19 @@ def loo_audit(data,  # the custodian's table: a DataFrame, or a dataset name / C
             specs = [DatasetSpec("loo-in", j, 0, whole, ss, dataset_key(pm, whole, None, ss))
                      for j, ss in ((j, seed_child(seed_child(root, 3), j)) for j in range(n_seeds))]
             ins = generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0]
+            ins = stack_pool(ins, compact=True)  # stacked, and their pool-level signals computed, once: every record shares them
+            times["generation"] += time.perf_counter() - t
+            ins, ref, gh_in = _dataset_signals(pm, plan, ins, root, reference, threads, times)
+            t = time.perf_counter()
         without = np.flatnonzero(group != group[r]).astype(np.int32)  # the table without the record and its exact copies
         specs = [DatasetSpec("loo-out", j, 0, without, ss, dataset_key(pm, without, None, ss))
                  for j, ss in ((j, seed_child(seed_child(seed_child(root, 4), r), j)) for j in range(n_seeds))]
         stacked = outs = None  # the last record's pool and releases go before this record's are made (two at once: 14 GB at Adult's size)
-        outs = generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0]
-        stacked = stack_pool(ins + outs, compact=True); outs = None
+        outs = stack_pool(generate_datasets(pm, specs, pm.encoded.take([0]), jobs=n_jobs, cache=cache_dir, verbose=False)[0], compact=True)
         times["generation"] += time.perf_counter() - t
-        stacked, ref, gh = _dataset_signals(pm, plan, stacked, root, reference, threads, times)
+        outs, _, gh_out = _dataset_signals(pm, plan, outs, root, reference, threads, times)  # per dataset and per row: the same as on the joined pool
+        stacked = join_pools(ins, outs); outs = None  # IN, then OUT: the stack the documented computation makes
+        gh = None if gh_in is None else np.concatenate([gh_in, gh_out])
         t = time.perf_counter()
         M = 2 * n_seeds
         X = _pair_block(pm, plan, stacked, ref, gh, np.array([r]), np.arange(M), np.zeros(M, np.int64), root, threads, times)

@@ -24,9 +24,10 @@ from .set_features import classifier_scores, groundhog_features, reference_mass
 __all__ = ['QUERY', 'EXACT', 'COPY', 'DISTANCE', 'DENSITY', 'GENLRA', 'GROUNDHOG', 'CLASSIFIER', 'DCR', 'RAREST', 'COMBINED',
            'FAMILIES', 'PREVIOUS', 'DEFAULT_ATTACKS', 'AUDIT_ATTACKS', 'TRAINED_FAMILIES', 'CLASSIFIERS', 'MIN_KEEP',
            'POOLED', 'GDP_DELTA', 'AT_CEILING', 'AttackFamily', 'FeaturePlan', 'exact_tolerance', 'query_order',
-           'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'exp_neg', 'pair_features',
-           'transform_features', 'lda_fit', 'auc_score', 'screen_bar', 'record_folds', 'crossfit_record',
-           'tpr_at_fpr_exact', 'at_ceiling', 'membership_row', 'release_row', 'audit_plan', 'score_record']
+           'check_attacks', 'feature_plan', 'rarest_attribute', 'StackedPool', 'stack_pool', 'join_pools', 'exp_neg',
+           'pair_features', 'transform_features', 'lda_fit', 'auc_score', 'screen_bar', 'record_folds',
+           'crossfit_record', 'tpr_at_fpr_exact', 'at_ceiling', 'membership_row', 'release_row', 'audit_plan',
+           'score_record']
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #e756d44b
 @dataclass(frozen=True)
@@ -303,6 +304,22 @@ def stack_pool(datasets,  # a list of `Encoded` synthetic datasets
         x = cont[:, a:b]; x[...] = d.cont.T
         norm[a:b] = np.sqrt((x * x).sum(0))  # the sum over columns in column order, as over the whole pool at once: the same bits
     return StackedPool(cat, cont, norm, offsets)
+
+def join_pools(a: StackedPool,  # the first datasets
+               b: StackedPool,  # the datasets after them
+               ) -> StackedPool:
+    "One pool of a's datasets and then b's, reference masses included (both pools have them, or neither): what `stack_pool` would give for both lists, value for value."
+    if a.cat.shape[0] != b.cat.shape[0] or a.cont.shape[0] != b.cont.shape[0]:
+        raise ValueError(f"the pools have {a.cat.shape[0]} and {b.cat.shape[0]} categorical, {a.cont.shape[0]} and {b.cont.shape[0]} continuous columns")
+    if (a.refmass is None) != (b.refmass is None) or (a.refmass is not None and a.refmass.shape[0] != b.refmass.shape[0]):
+        raise ValueError("join_pools: both pools need the same reference masses (`reference_mass`), or neither")
+    na, n = int(a.offsets[-1]), int(a.offsets[-1] + b.offsets[-1])
+    def both(x, y, dtype):
+        out = np.empty(x.shape[:-1] + (n,), dtype); out[..., :na] = x; out[..., na:] = y
+        return out
+    return StackedPool(both(a.cat, b.cat, np.result_type(a.cat.dtype, b.cat.dtype)), both(a.cont, b.cont, np.float64),
+                       both(a.norm, b.norm, np.float64), np.r_[a.offsets, na + b.offsets[1:]].astype(np.int64),
+                       None if a.refmass is None else both(a.refmass, b.refmass, np.result_type(a.refmass.dtype, b.refmass.dtype)))
 
 # %% ../../nbs/30_attacks/33a_pool_attack.ipynb #327ec283
 _M1 = np.uint64(0x5555555555555555); _M2 = np.uint64(0x3333333333333333)
