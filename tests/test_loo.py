@@ -35,6 +35,12 @@ def test_identity_finds_every_record_copies_excluded_from_out(table):
     assert r.attrs["config"]["release_size"] == 202 and r.attrs["config"]["design"] == "loo"
 
 
+def test_identity_finds_record_0_its_out_releases_add_no_target(table):
+    "The OUT releases are the table without the record, nothing added: the identity generator finds record 0 (the stand-in target) too."
+    r = _loo(table, "identity", records=[0, 1])
+    assert (r["auc"] == 1.0).all(), r[["record", "auc"]]
+
+
 def test_rows_do_not_depend_on_threads_and_a_rerun_resumes(table, tmp_path):
     one = _loo(table, "independent", records=[3, 50], n_jobs=1)
     two = _loo(table, "independent", records=[3, 50], n_jobs=2)
@@ -148,13 +154,16 @@ def test_a_row_is_the_documented_computation_by_hand(table, tmp_path, attacks):
 
 
 @pytest.mark.parametrize("attacks", ["default", ("query", "density", "genlra", "groundhog", "classifier")])
-def test_records_after_the_first_reuse_the_shared_releases_exactly(table, attacks):
+def test_records_after_the_first_reuse_the_shared_releases_exactly(table, attacks, capfd):
     """The IN releases are stacked, and their Groundhog features, Gen-LRA reference masses and the forest's reference computed, once
     for all records (`join_pools` then puts each record's OUT pool after them): the rows of three records in one call equal those of
     each record alone, where the shared part is fresh. Gen-LRA and the forest read per-row masses and per-dataset seeds."""
     from achilles.shadow.pool_attack import DEFAULT_ATTACKS
     attacks = DEFAULT_ATTACKS if attacks == "default" else attacks
     together = _loo(table, "independent", records=[3, 7, 50], attacks=attacks, n_seeds=12)
+    assert capfd.readouterr().err == ""  # verbose=False: not a bar, not a line, for the shared releases or a record's own
+    sec = together.attrs["seconds"]
+    assert all(0 <= v <= sec["total"] for v in sec.values()), sec  # each stage a part of the call's time (the forest's counts twice)
     alone = pd.concat([_loo(table, "independent", records=[r], attacks=attacks, n_seeds=12) for r in (3, 7, 50)], ignore_index=True)
     cols = [c for c in together.columns if c not in ("q_value",)]
     pd.testing.assert_frame_equal(together[cols].reset_index(drop=True), alone[cols].reset_index(drop=True))

@@ -130,6 +130,9 @@ def test_join_pools_is_the_stack_of_both_lists_with_their_reference_masses():
         assert x.dtype == y.dtype and x.flags.c_contiguous and np.array_equal(x, y), f
     with pytest.raises(ValueError, match="same reference masses"):
         join_pools(stack_pool(a), with_mass(stack_pool(b)))
+    one_bw = __import__("dataclasses").replace(stack_pool(b), refmass=reference_mass(stack_pool(b), ref, schema, [0.125]))
+    with pytest.raises(ValueError, match="same reference masses"):  # two bandwidths against one
+        join_pools(with_mass(stack_pool(a)), one_bw)
     with pytest.raises(ValueError, match="categorical"):
         join_pools(stack_pool(a), stack_pool([Encoded(np.zeros((2, 1), np.int32), np.zeros((2, len(schema.cont_idx))))]))
 
