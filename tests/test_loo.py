@@ -1,5 +1,6 @@
 """Issue 38 item 3: the leave-one-out game on the table itself (`loo_audit`): the record's OUT releases never hold it or a copy,
 every IN release does; the rows do not depend on threads; a rerun resumes from the store; bad arguments fail before any work."""
+import time
 import warnings
 
 import numpy as np
@@ -39,6 +40,18 @@ def test_identity_finds_record_0_its_out_releases_add_no_target(table):
     "The OUT releases are the table without the record, nothing added: the identity generator finds record 0 (the stand-in target) too."
     r = _loo(table, "identity", records=[0, 1])
     assert (r["auc"] == 1.0).all(), r[["record", "auc"]]
+
+
+def test_making_the_shared_releases_counts_as_generation(table, monkeypatch):
+    "The shared releases' time is part of `seconds['generation']` (made to take 0.3 s here), not subtracted nor lost."
+    import achilles.shadow.audit as A
+    real = A.generate_datasets
+    def slow(pm, specs, *a, **k):
+        if specs and specs[0].role == "loo-in": time.sleep(0.3)
+        return real(pm, specs, *a, **k)
+    monkeypatch.setattr(A, "generate_datasets", slow)
+    sec = _loo(table, "independent", records=[3], n_seeds=10).attrs["seconds"]
+    assert sec["generation"] >= 0.3 and sec["generation"] <= sec["total"], sec
 
 
 def test_rows_do_not_depend_on_threads_and_a_rerun_resumes(table, tmp_path):
