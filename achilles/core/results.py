@@ -18,7 +18,7 @@ from .validate import check_fraction
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'FPR_LEVELS', 'SCHEMA_VERSION', 'KINDS', 'wilson_interval', 'auc_interval', 'held_interval',
-           'bootstrap_interval', 'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'auc_se',
+           'bootstrap_interval', 'mean_interval', 'cp_lower', 'cp_upper', 'clopper_pearson', 'epsilon_bounds', 'auc_se',
            'null_inflation', 'auc_p_value', 'bh_q_values', 'eps_ceiling', 'gdp_mu_lower', 'gdp_delta', 'gdp_epsilon',
            'eps_lower_gdp', 'tpr_at_fpr', 'check_labels', 'MetricWarning', 'StoreWarning', 'RiskResult', 'plot_roc',
            'StoreError', 'ResultsStore', 'ImportResult', 'ImportConflict', 'read_results']
@@ -101,6 +101,20 @@ def bootstrap_interval(outcomes,  # per-record outcomes (e.g. 0/1 successes, or 
     stats = np.array([statistic(x[i]) for i in idx]) if statistic is not np.mean else x[idx].mean(axis=1)
     a = (1 - check_fraction("confidence", confidence)) / 2
     return (float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a)))
+
+# %% ../../nbs/00_core/05_results.ipynb #c5f2ab46
+def mean_interval(x,  # per-unit values, e.g. per-record AUC changes (NaNs are dropped)
+                  confidence: float = 0.95,
+                  ) -> tuple[float, float, float]:
+    "(mean, low, high): the mean and its Student-t interval over the values; NaN ends for fewer than two values, all NaN for none."
+    x = np.asarray(x, dtype=np.float64).ravel(); x = x[np.isfinite(x)]
+    n = len(x)
+    if n == 0: return (math.nan, math.nan, math.nan)
+    m = float(x.mean())
+    if n < 2: return (m, math.nan, math.nan)
+    from scipy.stats import t as student_t
+    h = float(student_t.ppf(0.5 + check_fraction("confidence", confidence) / 2, n - 1)) * float(x.std(ddof=1)) / math.sqrt(n)
+    return (m, m - h, m + h)
 
 # %% ../../nbs/00_core/05_results.ipynb #4a497322
 def cp_lower(successes, trials, alpha: float = 0.025):

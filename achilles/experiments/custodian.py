@@ -4,7 +4,7 @@
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #e64309d5
 from __future__ import annotations
-import base64, html, io, json, os, platform, time, warnings
+import base64, html, io, json, math, os, platform, time, warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import __version__
 from ..core.data import Schema, dataset_label, load_dataset, sanity_check, MISSING_LABEL, prepare_table
+from ..core.results import mean_interval
 from ..core.rng import int_seed, seed_child, seed_root
 from ..core.runtime import atomic_write
 from ..core.validate import check_bool, check_int, check_n_jobs
@@ -155,10 +156,10 @@ def _esc(s) -> str: return html.escape(str(s))
 def _half_width(a: pd.DataFrame) -> float: return float(((a["auc_ci_high"] - a["auc_ci_low"]) / 2).median())
 
 def _mean_ci(x) -> str:
-    "Mean with a normal 95% interval over the records (paired changes)."
-    x = np.asarray(x, dtype=np.float64); x = x[np.isfinite(x)]
-    if len(x) < 2: return f"{x.mean():+.3f}" if len(x) else "–"
-    return f"{x.mean():+.3f} (95% interval {x.mean() - 1.96 * x.std(ddof=1) / np.sqrt(len(x)):+.3f} to {x.mean() + 1.96 * x.std(ddof=1) / np.sqrt(len(x)):+.3f})"
+    "Mean with its 95% Student-t interval over the records (paired changes; `mean_interval`)."
+    m, lo, hi = mean_interval(x)
+    if math.isnan(m): return "–"
+    return f"{m:+.3f}" if math.isnan(lo) else f"{m:+.3f} (95% interval {lo:+.3f} to {hi:+.3f})"
 
 # %% ../../nbs/40_experiments/43_custodian.ipynb #9f85799e
 @dataclass

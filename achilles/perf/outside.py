@@ -219,7 +219,7 @@ def replicate_summary(res: pd.DataFrame,  # `bench_outside`'s rows with a `repli
     fresh pools 1.. only, where nothing was chosen: the mean AUCs, the mean gap with its 95 % t-interval over the fresh pools (each an
     independent draw of datasets), and, for comparison, the mean gap to the best outside attack picked anew on each fresh pool (the
     target's statistic, which the pick biases towards the outside side)."""
-    from scipy.stats import t as student_t
+    from achilles.core.results import mean_interval
     if "replicate" not in res or res["replicate"].nunique() < 3:
         raise ValueError("replicate_summary needs bench_outside(..., replicates=R) with R >= 3 (one pool to choose on, two or more to score on)")
     ours = "achilles (default stack)"
@@ -232,10 +232,10 @@ def replicate_summary(res: pd.DataFrame,  # `bench_outside`'s rows with a `repli
         fresh = w.index[w.index > 0]
         gap = (w.loc[fresh, ours] - w.loc[fresh, pick]).to_numpy()
         anew = (w.loc[fresh, ours] - other.loc[fresh].max(axis=1)).to_numpy()
-        n = len(gap); h = student_t.ppf(0.975, n - 1) * gap.std(ddof=1) / np.sqrt(n)
+        _, lo, hi = mean_interval(gap)
         rows.append(dict(generator=g, record=int(rid), group=d["group"].iloc[0] if "group" in d else "",
                          achilles_0=w.loc[0, ours], picked=pick, picked_auc_0=w.loc[0, pick], gap_0=w.loc[0, ours] - w.loc[0, pick],
                          achilles=w.loc[fresh, ours].mean(), picked_auc=w.loc[fresh, pick].mean(), gap=gap.mean(),
-                         gap_ci_low=gap.mean() - h, gap_ci_high=gap.mean() + h, gap_best_anew=anew.mean(),
-                         within=int((anew >= -margin).sum()), fresh_pools=n))
+                         gap_ci_low=lo, gap_ci_high=hi, gap_best_anew=anew.mean(),
+                         within=int((anew >= -margin).sum()), fresh_pools=len(gap)))
     return pd.DataFrame(rows)
