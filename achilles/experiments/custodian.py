@@ -267,10 +267,14 @@ RELEASE_DESIGN_CHECKS = {
 }
 LOWER_BOUND_GAP = 0.05  # a design that reads a record this far below the game is called a lower bound on the page
 
-def _release_check_html(generator) -> str:
-    "What the release design's check against releases of the whole table found for this generator, or that it was not checked for it."
+def _release_check_html(generator, params: dict | None = None) -> str:
+    "What the release design's check against releases of the whole table found for this generator at its default settings, or that it was not checked."
     where = "<code>fig_riskmap_release</code>"
     ck = RELEASE_DESIGN_CHECKS.get(str(generator))
+    if ck is not None and params:  # the check ran the generator at its defaults: other settings were not checked
+        return (f"This design has been checked against releases of the whole table for {_esc(generator)} at its default settings only "
+                f"(found {ck['found']} of {ck['exposed']} exposed records, at most {ck['most_below']:.3f} below; {where}), not with "
+                f"{_esc(json.dumps(params, default=str))}: read each AUC here as a lower bound of the risk in your release.")
     if ck is None:
         seen = "; ".join(f"{g}: up to {v['most_below']:.2f}" for g, v in RELEASE_DESIGN_CHECKS.items())
         return (f"This design has not been checked against releases of the whole table for {_esc(generator)}; for the generators it "
@@ -299,7 +303,7 @@ def _design_html(c: dict) -> str:
                 f"record is in about half of them and out of the rest); {gen} was fitted on every training set and released one "
                 f"synthetic dataset of {c['dataset_size']:,} records. Every record is scored on at least {c.get('n_in', 0):,} "
                 f"datasets made with it and as many made without it. A release trained on all of your table holds every record and "
-                f"all of its neighbours, so it can expose more than these halves show. {_release_check_html(c['generator'])} A record "
+                f"all of its neighbours, so it can expose more than these halves show. {_release_check_html(c['generator'], gp)} A record "
                 f"that is not flagged is not shown to be safe: the false-discovery rate limits false alarms, not misses.</p>")
     setting = "population design: training sets drawn at random from the table" if c.get("design") == "population" else \
         "each audited record put into about half of the training sets, the rest of each set drawn from the other records"
